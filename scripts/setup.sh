@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency from Debian's packages, then configures and builds parallm.
+# Idempotent: safe to run again. Usage: scripts/setup.sh [build-dir]   (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR="${1:-build}"
+
+PACKAGES=(
+  build-essential cmake pkg-config ninja-build
+  clang libclang-rt-14-dev            # libFuzzer and sanitizer runtimes
+  libfmt-dev libcli11-dev libhwy-dev libxxhash-dev
+  libboost1.81-dev libboost-json1.81-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-numpy                # tests/reference: the independent numpy forward pass
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq || true
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build "$BUILD_DIR" -j"$(nproc)"
+echo "setup: built parallm in $BUILD_DIR (binary: $BUILD_DIR/src/cli/parallm)"

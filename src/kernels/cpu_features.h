@@ -1,0 +1,25 @@
+// CPU feature detection and the instruction-set path the kernels dispatch to; tests force each path.
+#pragma once
+
+#include <string_view>
+
+namespace parallm {
+
+enum class IsaPath {
+  kScalar,   // the reference twins
+  kAvx2,     // AVX2 + FMA + F16C (int8 dot via maddubs)
+  kAvxVnni,  // AVX2 + AVX-VNNI (vpdpbusd on 256-bit)
+  kAvx512,   // AVX-512 F/BW/VL + VNNI (vpdpbusd on 512-bit)
+  kNeon,     // ARM64 NEON + dotprod
+};
+
+std::string_view IsaName(IsaPath p);
+// The best path this CPU supports.
+IsaPath BestSupportedIsa();
+bool IsIsaSupported(IsaPath p);
+// The path kernels use now: BestSupportedIsa() unless forced (tests; env PARALLM_ISA=scalar|avx2|avxvnni|avx512).
+IsaPath ActiveIsa();
+// Forces a path for this process (must be supported); used by tests to check every compiled path.
+void ForceIsa(IsaPath p);
+
+}  // namespace parallm

@@ -1,0 +1,31 @@
+// MatMul: Y[t, r] = sum_c X[t, c] * W[r, c] for a batch of token rows X against a stored weight matrix W
+// (any MatrixView: f32/f16/bf16, GGML Q8_0/Q4_0/Q4_K/Q6_K, MLX affine 2-8 bit), dequantizing on the fly.
+//
+// Quantized weights take the int8 path: each activation row is quantized once per call into blocks of
+// 32 int8 values with an f32 scale (and, where the weight format needs it, the block sum), and dot
+// products run on int8 hardware (AVX-512 VNNI / AVX-VNNI / AVX2, ARM dotprod) with f32 accumulation.
+//
+// Batch invariance: Y[t, r] depends only on X[t, :] and W[r, :], never on how many tokens are in the batch,
+// which other tokens are there, how tiles or threads are split: every (t, r) dot product accumulates its
+// blocks in the same fixed order whatever the batch size. The engine's batched == unbatched guarantee rests
+// on this.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/matrix.h"
+#include "util/thread_pool.h"
+
+namespace parallm {
+
+// x: [n_tokens, w.cols] f32 row-major; y: [n_tokens, w.rows] f32 row-major (y_stride >= w.rows floats
+// between rows, for writing into a slice of a wider buffer). `pool` may be null (single-threaded).
+void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool);
+
+namespace ref {
+// The scalar reference twin: same signature and the same activation quantization as the fast path, so the
+// two agree to rounding (f32 accumulation order) on every type.
+void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool);
+}  // namespace ref
+
+}  // namespace parallm

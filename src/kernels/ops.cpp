@@ -1,0 +1,81 @@
+// Elementwise and row-wise kernels: RMSNorm, RoPE, SiluMul, Softmax. Each row is computed the same way
+// whatever the batch, so these keep batch invariance.
+#include "kernels/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+namespace parallm {
+
+void RmsNorm(const float* x, const float* w, float eps, int64_t n_rows, int64_t dim, float* y) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    double ss = 0;  // double: dim up to ~8k, keeps the norm exact to f32 rounding
+    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
+    for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * w[i];
+  }
+}
+
+void RopeInvFreqs(int rotary_dim, float theta, const RopeScaling& scaling, float* inv_freq) {
+  int half = rotary_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    double f = std::pow(static_cast<double>(theta), -2.0 * i / rotary_dim);
+    if (scaling.factor > 0) {
+      // Llama 3.1 "llama3" rope_type: long wavelengths are slowed by `factor`, short ones kept,
+      // and the band between is interpolated smoothly.
+      double low_wavelen = scaling.original_max_position / scaling.low_freq_factor;
+      double high_wavelen = scaling.original_max_position / scaling.high_freq_factor;
+      double wavelen = 2 * std::numbers::pi / f;
+      if (wavelen > low_wavelen) {
+        f = f / scaling.factor;
+      } else if (wavelen >= high_wavelen) {
+        double smooth = (scaling.original_max_position / wavelen - scaling.low_freq_factor) /
+                        (scaling.high_freq_factor - scaling.low_freq_factor);
+        f = (1 - smooth) * f / scaling.factor + smooth * f;
+      }
+    }
+    inv_freq[i] = static_cast<float>(f);
+  }
+}
+
+void ApplyRope(float* x, int n_heads, int head_dim, int rotary_dim, int64_t position, const float* inv_freq,
+               RopeStyle style) {
+  int half = rotary_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    // Angles in double: positions reach 1e5+ and f32 angle error would grow with them.
+    double angle = static_cast<double>(position) * inv_freq[i];
+    float c = static_cast<float>(std::cos(angle));
+    float s = static_cast<float>(std::sin(angle));
+    for (int h = 0; h < n_heads; ++h) {
+      float* head = x + static_cast<int64_t>(h) * head_dim;
+      int a = style == RopeStyle::kInterleaved ? 2 * i : i;
+      int b = style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
+      float x0 = head[a], x1 = head[b];
+      head[a] = x0 * c - x1 * s;
+      head[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void Softmax(float* x, int64_t n) {
+  float mx = *std::max_element(x, x + n);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+}  // namespace parallm

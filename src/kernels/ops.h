@@ -1,0 +1,36 @@
+// Elementwise and row-wise kernels of the transformer forward pass (f32 activations).
+// Each has one implementation whose result does not depend on the batch size (batch invariance);
+// SIMD versions, when added, keep a scalar twin in ref:: with the same signature.
+#pragma once
+
+#include <cstdint>
+
+namespace parallm {
+
+// y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i], for each of `n_rows` rows of `dim` values. y may alias x.
+void RmsNorm(const float* x, const float* w, float eps, int64_t n_rows, int64_t dim, float* y);
+
+// RoPE pair layouts: kInterleaved rotates (x[2i], x[2i+1]) (llama2.c, GGUF "llama"),
+// kHalf rotates (x[i], x[i + d/2]) (Hugging Face rotate_half, GGUF qwen2/qwen3 "neox").
+enum class RopeStyle { kInterleaved, kHalf };
+
+// Per-dimension-pair inverse frequencies theta^(-2i/d), with Llama-3 scaling applied when factor > 0.
+struct RopeScaling {
+  float factor = 0;  // 0: none
+  float low_freq_factor = 1;
+  float high_freq_factor = 4;
+  int original_max_position = 8192;
+};
+void RopeInvFreqs(int rotary_dim, float theta, const RopeScaling& scaling, float* inv_freq /* rotary_dim/2 */);
+
+// Rotates each of `n_heads` heads (head_dim apart) of one token at `position`, in place.
+void ApplyRope(float* x, int n_heads, int head_dim, int rotary_dim, int64_t position, const float* inv_freq,
+               RopeStyle style);
+
+// out[i] = silu(gate[i]) * up[i]
+void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+
+// In-place softmax of n values.
+void Softmax(float* x, int64_t n);
+
+}  // namespace parallm

@@ -1,0 +1,36 @@
+// MatrixView: a weight matrix as the kernels consume it, in its stored (possibly quantized) form.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+#include "tensor/mlx_affine.h"
+
+namespace parallm {
+
+// Y = X W^T: `rows` outputs, `cols` inputs. Row r's stored bytes start at data + r * row_bytes.
+struct MatrixView {
+  enum class Kind : uint8_t {
+    kDense,      // dtype is F32, F16, BF16 or a GGML block type (Q8_0, Q4_0, Q4_K, Q6_K)
+    kMlxAffine,  // packed U32 codes in data; scales/biases beside
+  };
+  Kind kind = Kind::kDense;
+  DType dtype = DType::kF32;  // kDense: element/block type. kMlxAffine: type of scales and biases.
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const uint8_t* data = nullptr;
+  size_t row_bytes = 0;
+
+  // kMlxAffine only: row r's scales/biases start at scales + r * (cols / group_size) elements.
+  MlxAffineParams mlx;
+  const uint8_t* scales = nullptr;
+  const uint8_t* biases = nullptr;
+
+  const uint8_t* Row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
+};
+
+// Dequantizes row r of any MatrixView to f32 (reference path, used by tests, embedding lookup and loaders).
+void DequantizeMatrixRow(const MatrixView& m, int64_t r, float* dst);
+
+}  // namespace parallm

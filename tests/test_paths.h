@@ -1,0 +1,26 @@
+// Where tests find the shared fixtures and a scratch folder.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+namespace parallm::testing {
+
+// ../shared, or $PARALLM_FIXTURES when set.
+inline std::string FixturePath(const std::string& relative) {
+  const char* env = std::getenv("PARALLM_FIXTURES");
+  std::string root = env != nullptr && *env != '\0' ? env : PARALLM_FIXTURES;
+  return root + "/" + relative;
+}
+
+// A fresh empty folder under the system temp dir, unique to this process and `name`.
+inline std::string ScratchDir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("parallm-test-" + std::to_string(::getpid()) + "-" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+}  // namespace parallm::testing

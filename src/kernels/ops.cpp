@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 
 namespace parallm {
 
@@ -19,24 +18,10 @@ void RmsNorm(const float* x, const float* w, float eps, int64_t n_rows, int64_t 
   }
 }
 
-void RopeInvFreqs(int rotary_dim, float theta, const RopeScaling& scaling, float* inv_freq) {
-  int half = rotary_dim / 2;
-  for (int i = 0; i < half; ++i) {
+void RopeInvFreqs(int rotary_dim, float theta, const float* freq_factors, float* inv_freq) {
+  for (int i = 0; i < rotary_dim / 2; ++i) {
     double f = std::pow(static_cast<double>(theta), -2.0 * i / rotary_dim);
-    if (scaling.factor > 0) {
-      // Llama 3.1 "llama3" rope_type: long wavelengths are slowed by `factor`, short ones kept,
-      // and the band between is interpolated smoothly.
-      double low_wavelen = scaling.original_max_position / scaling.low_freq_factor;
-      double high_wavelen = scaling.original_max_position / scaling.high_freq_factor;
-      double wavelen = 2 * std::numbers::pi / f;
-      if (wavelen > low_wavelen) {
-        f = f / scaling.factor;
-      } else if (wavelen >= high_wavelen) {
-        double smooth = (scaling.original_max_position / wavelen - scaling.low_freq_factor) /
-                        (scaling.high_freq_factor - scaling.low_freq_factor);
-        f = (1 - smooth) * f / scaling.factor + smooth * f;
-      }
-    }
+    if (freq_factors != nullptr) f /= freq_factors[i];
     inv_freq[i] = static_cast<float>(f);
   }
 }

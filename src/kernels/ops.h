@@ -14,14 +14,9 @@ void RmsNorm(const float* x, const float* w, float eps, int64_t n_rows, int64_t 
 // kHalf rotates (x[i], x[i + d/2]) (Hugging Face rotate_half, GGUF qwen2/qwen3 "neox").
 enum class RopeStyle { kInterleaved, kHalf };
 
-// Per-dimension-pair inverse frequencies theta^(-2i/d), with Llama-3 scaling applied when factor > 0.
-struct RopeScaling {
-  float factor = 0;  // 0: none
-  float low_freq_factor = 1;
-  float high_freq_factor = 4;
-  int original_max_position = 8192;
-};
-void RopeInvFreqs(int rotary_dim, float theta, const RopeScaling& scaling, float* inv_freq /* rotary_dim/2 */);
+// Per-dimension-pair inverse frequencies theta^(-2i/d) / freq_factors[i] (freq_factors may be null: all 1;
+// Llama-3 scaling is expressed as such divisors, as in GGUF rope_freqs.weight).
+void RopeInvFreqs(int rotary_dim, float theta, const float* freq_factors, float* inv_freq /* rotary_dim/2 */);
 
 // Rotates each of `n_heads` heads (head_dim apart) of one token at `position`, in place.
 void ApplyRope(float* x, int n_heads, int head_dim, int rotary_dim, int64_t position, const float* inv_freq,

@@ -51,8 +51,10 @@ void ThreadPool::ParallelFor(int64_t num_tasks, const std::function<void(int64_t
   }
   wake_.notify_all();
   RunTasks(0);
-  while (active_workers_.load(std::memory_order_acquire) != 0) {
-    // Workers finish their last task; spinning here is cheaper than a sleep for ~µs waits.
+  // Workers finish their last task within microseconds when they have a core; spin briefly, then yield so a
+  // worker that shares our core (an oversubscribed, noisy machine) gets to run instead of us spinning.
+  for (int spins = 0; active_workers_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins > 2000) std::this_thread::yield();
   }
   fn_ = nullptr;
 }
@@ -64,6 +66,7 @@ void ThreadPool::WorkerLoop(int thread) {
     auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
     while (published_generation_.load(std::memory_order_acquire) == seen &&
            std::chrono::steady_clock::now() < spin_until) {
+      std::this_thread::yield();
     }
     {
       std::unique_lock<std::mutex> lock(mu_);

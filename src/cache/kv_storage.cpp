@@ -1,0 +1,22 @@
+// PagedKvStorage: f32 keys and values per layer, slot-major.
+#include "cache/kv_storage.h"
+
+#include "util/check.h"
+
+namespace parallm {
+
+PagedKvStorage::PagedKvStorage(const KvStorageShape& shape) : shape_(shape) {
+  PARALLM_CHECK(shape.n_layers > 0 && shape.n_kv_heads > 0 && shape.head_dim > 0);
+  PARALLM_CHECK(shape.block_size > 0 && shape.num_blocks > 0);
+  slot_floats_ = static_cast<int64_t>(shape.n_kv_heads) * shape.head_dim;
+  size_t floats = static_cast<size_t>(num_slots() * slot_floats_);
+  k_.assign(static_cast<size_t>(shape.n_layers), std::vector<float>(floats));
+  v_.assign(static_cast<size_t>(shape.n_layers), std::vector<float>(floats));
+}
+
+size_t PagedKvStorage::BytesPerBlock() const {
+  return 2 * sizeof(float) * static_cast<size_t>(shape_.n_layers) * static_cast<size_t>(shape_.block_size) *
+         static_cast<size_t>(slot_floats_);
+}
+
+}  // namespace parallm

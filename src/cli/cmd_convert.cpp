@@ -1,0 +1,65 @@
+// `parallm convert`: rewrites a model in another format: llama2.c checkpoints (with their tokenizer.bin),
+// GGUF files and Hugging Face / MLX folders to GGUF, a Hugging Face folder or an MLX folder.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/write_options.h"
+#include "formats/llama2c.h"
+#include "model/loader.h"
+#include "model/model_writer.h"
+
+namespace parallm::cli {
+
+namespace {
+
+struct ConvertOptions {
+  std::string input, output, tokenizer, to = "gguf", dtype;
+  int bits = 4, group_size = 64;
+};
+
+int Run(const ConvertOptions& o) {
+  auto loaded = LoadModel(o.input);
+  if (!loaded.ok()) return Fail(loaded.status().message());
+  std::optional<Vocab> vocab = loaded->vocab;
+  if (!o.tokenizer.empty()) {
+    auto tok = ReadLlama2cTokenizer(o.tokenizer);
+    if (!tok.ok()) return Fail(tok.status().message());
+    vocab = Vocab::FromLlama2c(*tok);
+  }
+  if (!vocab) return Fail(fmt::format("{} carries no vocabulary; pass --tokenizer tokenizer.bin", o.input));
+  if (vocab->size() != loaded->config.vocab)
+    return Fail(fmt::format("the tokenizer has {} tokens but the model's vocabulary is {}", vocab->size(),
+                            loaded->config.vocab));
+  // Default output type: keep floats as they are stored (f32 for llama2.c).
+  std::string dtype = o.dtype.empty() ? "f32" : o.dtype;
+  auto options = ParseWriteOptions(o.to, dtype, o.bits, o.group_size);
+  if (!options.ok()) return Fail(options.status().message());
+  ModelWriter writer(loaded->config, loaded->config.rope_style, *options, *vocab);
+  Status st = EmitWeights(loaded->config, loaded->weights,
+                          [&](const std::string& name, std::vector<int64_t> shape, std::vector<float> values) {
+                            return writer.Add(name, std::move(shape), std::move(values));
+                          });
+  if (st.ok()) st = writer.Finish(o.output);
+  if (!st.ok()) return Fail(st.message());
+  std::fprintf(stderr, "wrote %s (%s, %s)\n", o.output.c_str(), o.to.c_str(), Describe(loaded->config).c_str());
+  return 0;
+}
+
+}  // namespace
+
+void AddConvertCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand("convert", "Convert a model (llama2.c, GGUF, HF, MLX) to GGUF, HF or MLX");
+  auto o = std::make_shared<ConvertOptions>();
+  cmd->add_option("input", o->input, "Input model: llama2.c .bin, .gguf, or Hugging Face / MLX folder")->required();
+  cmd->add_option("-o,--output", o->output, "Output .gguf file or folder")->required();
+  cmd->add_option("--to", o->to, "gguf, hf or mlx")->capture_default_str();
+  cmd->add_option("--tokenizer", o->tokenizer, "llama2.c tokenizer.bin for a llama2.c checkpoint");
+  cmd->add_option("--dtype", o->dtype, "GGUF: f32 f16 bf16 q8_0 q4_0 q4_k q6_k q4_k_m; hf/mlx: f32 f16 bf16 (default f32)");
+  cmd->add_option("--bits", o->bits, "MLX: bits per weight")->capture_default_str();
+  cmd->add_option("--group-size", o->group_size, "MLX: group size")->capture_default_str();
+  cmd->callback([o] {
+    if (int rc = Run(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace parallm::cli

@@ -1,0 +1,179 @@
+// `parallm generate`: continues a prompt with one sequence and reports prefill/decode speed;
+// `parallm logits`: writes the logits of every prompt position as .npy (for checks against references).
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include <boost/json.hpp>
+
+#include "cli/commands.h"
+#include "engine/sampler.h"
+#include "engine/single_sequence.h"
+#include "formats/llama2c.h"
+#include "model/model.h"
+#include "util/npy.h"
+#include "util/strings.h"
+
+namespace parallm::cli {
+namespace {
+
+struct GenerateOptions {
+  std::string model, prompt_ids, prompt, tokenizer, output;
+  int max_tokens = 64;
+  int threads = 0;
+  float temperature = 0.0f, top_p = 1.0f;
+  int top_k = 0;
+  uint64_t seed = 0;
+  bool json = false;
+  bool ignore_eos = false;
+};
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// Loads the model and the vocabulary (the model's own, or --tokenizer for llama2.c), and the prompt ids.
+struct Session {
+  std::unique_ptr<Model> model;
+  std::optional<Vocab> vocab;
+  std::vector<int32_t> prompt;
+};
+
+Result<Session> Open(const GenerateOptions& o) {
+  Session s;
+  PARALLM_ASSIGN_OR_RETURN(s.model, Model::Load(o.model));
+  s.vocab = s.model->loaded().vocab;
+  if (!o.tokenizer.empty()) {
+    PARALLM_ASSIGN_OR_RETURN(Llama2cTokenizer tok, ReadLlama2cTokenizer(o.tokenizer));
+    s.vocab = Vocab::FromLlama2c(tok);
+  }
+  if (!o.prompt.empty())
+    return Err("text prompts (-p) need the tokenizer, which is not built yet; pass --prompt-ids instead");
+  if (!o.prompt_ids.empty()) {
+    PARALLM_ASSIGN_OR_RETURN(s.prompt, ParseIdList(o.prompt_ids));
+  } else if (s.vocab && s.vocab->bos >= 0) {
+    s.prompt = {s.vocab->bos};  // no prompt: start from BOS
+  } else {
+    return Err("no prompt: pass --prompt-ids (this model has no BOS token to start from)");
+  }
+  const int vocab = s.model->config().vocab;
+  for (int32_t id : s.prompt)
+    if (id >= vocab) return Err("prompt id {} is out of range for a vocabulary of {}", id, vocab);
+  if (s.prompt.empty()) return Err("the prompt is empty");
+  return s;
+}
+
+int RunGenerate(const GenerateOptions& o) {
+  auto session = Open(o);
+  if (!session.ok()) return Fail(session.status().message());
+  Model& model = *session->model;
+  const std::vector<int32_t>& prompt = session->prompt;
+  const int context = model.config().context_length;
+  if (static_cast<int>(prompt.size()) + o.max_tokens > context)
+    return Fail(fmt::format("prompt ({} tokens) + max tokens ({}) exceed the model's context of {}", prompt.size(),
+                            o.max_tokens, context));
+  ThreadPool pool(o.threads);
+  SingleSequence seq(model, static_cast<int>(prompt.size()) + o.max_tokens, &pool);
+  Sampler sampler(SamplingParams{o.temperature, o.top_k, o.top_p, o.seed});
+  const int32_t eos = session->vocab && !o.ignore_eos ? session->vocab->eos : -1;
+
+  auto t0 = Clock::now();
+  std::vector<float> logits = seq.Append(prompt);
+  auto t1 = Clock::now();
+  std::vector<int32_t> out;
+  std::string finish = "length";
+  while (static_cast<int>(out.size()) < o.max_tokens) {
+    int32_t next = sampler.Sample(logits);
+    if (next == eos) {
+      finish = "stop";
+      break;
+    }
+    out.push_back(next);
+    if (static_cast<int>(out.size()) == o.max_tokens) break;
+    logits = seq.Append(std::span<const int32_t>(&out.back(), 1));
+  }
+  auto t2 = Clock::now();
+  const double prefill_s = Seconds(t0, t1), decode_s = Seconds(t1, t2);
+  // The first generated token comes from the prefill; each later one costs one decode step.
+  const int decode_steps = std::max<int>(0, static_cast<int>(out.size()) - 1);
+  const double prefill_tps = prompt.size() / std::max(prefill_s, 1e-9);
+  const double decode_tps = decode_steps / std::max(decode_s, 1e-9);
+  std::string text = session->vocab ? session->vocab->Decode(out) : "";
+  if (o.json) {
+    boost::json::object j;
+    boost::json::array ids;
+    for (int32_t id : out) ids.push_back(id);
+    j["ids"] = ids;
+    j["text"] = text;
+    j["finish_reason"] = finish;
+    j["prompt_tokens"] = prompt.size();
+    j["completion_tokens"] = out.size();
+    j["prefill_seconds"] = prefill_s;
+    j["decode_seconds"] = decode_s;
+    j["prefill_tokens_per_second"] = prefill_tps;
+    j["decode_tokens_per_second"] = decode_tps;
+    j["threads"] = pool.num_threads();
+    std::printf("%s\n", boost::json::serialize(j).c_str());
+  } else {
+    if (session->vocab) {
+      std::printf("%s\n", text.c_str());
+    } else {
+      std::string ids;
+      for (int32_t id : out) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+      std::printf("%s\n", ids.c_str());
+    }
+    std::fprintf(stderr, "prefill: %zu tokens in %.3f s (%.1f tokens/s); decode: %d tokens in %.3f s (%.1f tokens/s); %d threads\n",
+                 prompt.size(), prefill_s, prefill_tps, decode_steps, decode_s, decode_tps, pool.num_threads());
+  }
+  return 0;
+}
+
+int RunLogits(const GenerateOptions& o) {
+  auto session = Open(o);
+  if (!session.ok()) return Fail(session.status().message());
+  Model& model = *session->model;
+  const std::vector<int32_t>& prompt = session->prompt;
+  if (static_cast<int>(prompt.size()) > model.config().context_length)
+    return Fail(fmt::format("prompt of {} tokens exceeds the context of {}", prompt.size(), model.config().context_length));
+  ThreadPool pool(o.threads);
+  SingleSequence seq(model, static_cast<int>(prompt.size()), &pool);
+  std::vector<float> logits = seq.Append(prompt, /*all_logits=*/true);
+  Status st = WriteNpyF32(o.output, {static_cast<int64_t>(prompt.size()), model.config().vocab}, logits.data());
+  if (!st.ok()) return Fail(st.message());
+  return 0;
+}
+
+void AddCommonOptions(CLI::App* cmd, GenerateOptions& o) {
+  cmd->add_option("-m,--model", o.model, "Model: .gguf file, llama2.c .bin, or Hugging Face / MLX folder")->required();
+  cmd->add_option("--prompt-ids", o.prompt_ids, "Prompt as comma-separated token ids (default: BOS)");
+  cmd->add_option("-p,--prompt", o.prompt, "Prompt text (needs the tokenizer)");
+  cmd->add_option("--tokenizer", o.tokenizer, "llama2.c tokenizer.bin, for llama2.c checkpoints");
+  cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)");
+}
+
+}  // namespace
+
+void AddGenerateCommands(CLI::App& app) {
+  auto g = std::make_shared<GenerateOptions>();
+  auto* gen = app.add_subcommand("generate", "Continue a prompt and report prefill/decode tokens per second");
+  AddCommonOptions(gen, *g);
+  gen->add_option("-n,--max-tokens", g->max_tokens, "Tokens to generate")->capture_default_str();
+  gen->add_option("--temp,--temperature", g->temperature, "Sampling temperature (0: greedy)")->capture_default_str();
+  gen->add_option("--top-p", g->top_p, "Nucleus sampling mass")->capture_default_str();
+  gen->add_option("--top-k", g->top_k, "Keep the k most likely tokens (0: all)")->capture_default_str();
+  gen->add_option("--seed", g->seed, "Random seed for sampling")->capture_default_str();
+  gen->add_flag("--ignore-eos", g->ignore_eos, "Keep generating after the end-of-sequence token");
+  gen->add_flag("--json", g->json, "Print one JSON object: ids, text, prompt_tokens, timings");
+  gen->callback([g] {
+    if (int rc = RunGenerate(*g); rc != 0) throw CLI::RuntimeError(rc);
+  });
+
+  auto l = std::make_shared<GenerateOptions>();
+  auto* logits = app.add_subcommand("logits", "Write the logits of every prompt position to a .npy file");
+  AddCommonOptions(logits, *l);
+  logits->add_option("-o,--output", l->output, "Output .npy file (float32 [prompt tokens, vocab])")->required();
+  logits->callback([l] {
+    if (int rc = RunLogits(*l); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace parallm::cli

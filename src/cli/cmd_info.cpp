@@ -1,0 +1,32 @@
+// `parallm info -m MODEL`: what a model file is: format, family, shape, weight types, size.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "model/loader.h"
+#include "util/strings.h"
+
+namespace parallm::cli {
+
+void AddInfoCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand("info", "Describe a model: format, architecture, shape, weight types");
+  auto path = std::make_shared<std::string>();
+  cmd->add_option("-m,--model", *path, "Model: .gguf file, llama2.c .bin, or Hugging Face / MLX folder")->required();
+  cmd->callback([path] {
+    auto loaded = LoadModel(*path);
+    if (!loaded.ok()) throw CLI::RuntimeError(Fail(loaded.status().message()));
+    const ModelConfig& c = loaded->config;
+    size_t bytes = 0;
+    for (const auto& [name, t] : loaded->weights.storage.tensors) bytes += t.nbytes;
+    std::printf("%s\n", loaded->path.c_str());
+    std::printf("  format:   %s\n", FormatName(loaded->format).c_str());
+    std::printf("  model:    %s\n", Describe(c).c_str());
+    std::printf("  context:  %d tokens, rope theta %g%s, rms eps %g\n", c.context_length, c.rope_theta,
+                c.rope_freq_factors.empty() ? "" : " (llama3 scaling)", c.rms_eps);
+    std::printf("  weights:  %s (%s)\n", loaded->weight_types.c_str(), HumanBytes(static_cast<double>(bytes)).c_str());
+    if (loaded->vocab)
+      std::printf("  vocab:    %d tokens (%s), bos %d, eos %d\n", loaded->vocab->size(), loaded->vocab->model.c_str(),
+                  loaded->vocab->bos, loaded->vocab->eos);
+  });
+}
+
+}  // namespace parallm::cli

@@ -1,0 +1,97 @@
+// `parallm make-model`: writes a random-weight model of any supported family, by preset or explicit sizes,
+// as GGUF (any writable type), a Hugging Face folder or an MLX-quantized folder.
+#include <chrono>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/write_options.h"
+#include "model/arch/arch.h"
+#include "model/model_writer.h"
+#include "model/synthetic.h"
+#include "util/strings.h"
+
+namespace parallm::cli {
+namespace {
+
+struct MakeModelOptions {
+  std::string preset = "tiny";
+  std::string arch;
+  int hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0;
+  std::string format = "gguf";
+  std::string dtype;
+  int bits = 4;
+  int group_size = 64;
+  std::string rope_scaling;
+  uint64_t seed = 0;
+  std::string output;
+};
+
+int Run(const MakeModelOptions& o) {
+  const ArchSpec* spec = nullptr;
+  if (!o.arch.empty()) {
+    spec = SpecByName(o.arch);
+    if (spec == nullptr) return Fail(fmt::format("--arch {} is not one of llama, mistral, qwen2, qwen3", o.arch));
+  }
+  Arch arch = spec ? spec->arch : Arch::kLlama;
+  auto config = PresetConfig(o.preset, spec ? &arch : nullptr);
+  if (!config.ok()) return Fail(config.status().message());
+  ModelConfig c = *config;
+  // Explicit sizes override the preset's.
+  for (auto [value, field] : {std::pair{o.hidden, &c.hidden}, {o.layers, &c.n_layers}, {o.heads, &c.n_heads},
+                              {o.kv_heads, &c.n_kv_heads}, {o.head_dim, &c.head_dim}, {o.ffn, &c.ffn}, {o.vocab, &c.vocab}})
+    if (value > 0) *field = value;
+  if (o.heads > 0 && o.head_dim == 0 && o.hidden > 0) c.head_dim = c.hidden / c.n_heads;
+  if (c.n_heads % c.n_kv_heads != 0) return Fail("--heads must be a multiple of --kv-heads");
+  if (o.rope_scaling == "llama3") {
+    c.rope_llama3 = ModelConfig::Llama3Rope{8, 1, 4, 512};  // short original context so tiny models feel it
+    c.rope_freq_factors = Llama3RopeFactors(c.head_dim, c.rope_theta, 8, 1, 4, 512);
+  } else if (!o.rope_scaling.empty() && o.rope_scaling != "none") {
+    return Fail("--rope-scaling takes llama3 or none");
+  }
+  auto options = ParseWriteOptions(o.format, o.dtype, o.bits, o.group_size);
+  if (!options.ok()) return Fail(options.status().message());
+  options->name = "parallm-synthetic-" + o.preset;
+  if (c.vocab < 258) return Fail("--vocab must be at least 258 (256 bytes + bos + eos)");
+  auto start = std::chrono::steady_clock::now();
+  ModelWriter writer(c, RopeStyle::kHalf, *options, Vocab::ByteLevel(c.vocab));
+  Status st = GenerateRandomWeights(c, o.seed, [&](const std::string& name, std::vector<int64_t> shape,
+                                                   std::vector<float> values) {
+    return writer.Add(name, std::move(shape), std::move(values));
+  });
+  if (st.ok()) st = writer.Finish(o.output);
+  if (!st.ok()) return Fail(st.message());
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "wrote %s (%s, %s) in %.1f s\n", o.output.c_str(), o.format.c_str(), Describe(c).c_str(), secs);
+  return 0;
+}
+
+}  // namespace
+
+void AddMakeModelCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand("make-model", "Write a random-weight model of a preset shape or explicit sizes");
+  auto o = std::make_shared<MakeModelOptions>();
+  cmd->add_option("--preset", o->preset, "tiny, qwen2.5-0.5b, qwen3-0.6b or llama-3.2-1b")->capture_default_str();
+  cmd->add_option("--arch", o->arch, "Family for 'tiny' or explicit sizes: llama, mistral, qwen2, qwen3");
+  cmd->add_option("--hidden", o->hidden, "Model width (overrides the preset)");
+  cmd->add_option("--layers", o->layers, "Number of layers");
+  cmd->add_option("--heads", o->heads, "Query heads");
+  cmd->add_option("--kv-heads", o->kv_heads, "Key/value heads");
+  cmd->add_option("--head-dim", o->head_dim, "Dimension per head");
+  cmd->add_option("--ffn", o->ffn, "Feed-forward width");
+  cmd->add_option("--vocab", o->vocab, "Vocabulary size (>= 258)");
+  cmd->add_option("--format", o->format, "gguf, hf (safetensors folder) or mlx (MLX-quantized folder)")
+      ->capture_default_str();
+  cmd->add_option("--dtype", o->dtype,
+                  "GGUF: f32 f16 bf16 q8_0 q4_0 q4_k q6_k q4_k_m (default q8_0); hf/mlx: f32 f16 bf16");
+  cmd->add_option("--bits", o->bits, "MLX: bits per weight (2, 3, 4, 5, 6, 8)")->capture_default_str();
+  cmd->add_option("--group-size", o->group_size, "MLX: values per scale/bias group (32, 64, 128)")->capture_default_str();
+  cmd->add_option("--rope-scaling", o->rope_scaling, "llama3: Llama-3 RoPE scaling (factor 8, original context 512)");
+  cmd->add_option("--seed", o->seed, "Random seed; the same seed gives the same weights in every format")
+      ->capture_default_str();
+  cmd->add_option("-o,--output", o->output, "Output .gguf file or folder")->required();
+  cmd->callback([o] {
+    if (int rc = Run(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace parallm::cli

@@ -1,0 +1,16 @@
+// The parallm subcommands; each file registers one (or a pair) on the CLI11 app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace parallm::cli {
+
+void AddInfoCommand(CLI::App& app);
+void AddMakeModelCommand(CLI::App& app);
+void AddConvertCommand(CLI::App& app);
+void AddGenerateCommands(CLI::App& app);  // generate, logits
+
+// Prints "error: <message>" to stderr; returns the exit code for a user error.
+int Fail(const std::string& message);
+
+}  // namespace parallm::cli

@@ -1,0 +1,33 @@
+// SingleSequence: runs one sequence through a Model with its own small KV storage: prefill, then one token
+// at a time. What `parallm generate` and `parallm logits` use until the batching engine serves them.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "cache/kv_storage.h"
+#include "model/model.h"
+
+namespace parallm {
+
+class SingleSequence {
+ public:
+  // Room for `max_tokens` tokens of context.
+  SingleSequence(Model& model, int max_tokens, ThreadPool* pool);
+
+  // Appends `tokens` and runs them; returns the logits of the last one, or of every one when all_logits
+  // ([tokens.size(), vocab] row-major).
+  std::vector<float> Append(std::span<const int32_t> tokens, bool all_logits = false);
+  int num_tokens() const { return num_tokens_; }
+  int max_tokens() const { return max_tokens_; }
+
+ private:
+  Model& model_;
+  ThreadPool* pool_;
+  int max_tokens_;
+  int num_tokens_ = 0;
+  PagedKvStorage kv_;
+  std::vector<int32_t> block_table_;
+};
+
+}  // namespace parallm

@@ -1,0 +1,38 @@
+// Lookup of model families by the names users, GGUF files and config.json use.
+#include <array>
+
+#include "model/arch/arch.h"
+
+namespace parallm {
+
+std::span<const ArchSpec* const> AllSpecs() {
+  static const std::array<const ArchSpec*, 4> specs = {&LlamaSpec(), &MistralSpec(), &Qwen2Spec(), &Qwen3Spec()};
+  return specs;
+}
+
+const ArchSpec& SpecFor(Arch arch) {
+  for (const ArchSpec* s : AllSpecs())
+    if (s->arch == arch) return *s;
+  return LlamaSpec();
+}
+
+const ArchSpec* SpecByName(std::string_view name) {
+  for (const ArchSpec* s : AllSpecs())
+    if (s->name == name) return s;
+  return nullptr;
+}
+
+const ArchSpec* SpecByGgufArchitecture(std::string_view gguf_architecture) {
+  // Several families share a GGUF name ("llama" for Mistral too): the first listed wins.
+  for (const ArchSpec* s : AllSpecs())
+    if (s->gguf_architecture == gguf_architecture) return s;
+  return nullptr;
+}
+
+const ArchSpec* SpecByHfModelType(std::string_view model_type) {
+  for (const ArchSpec* s : AllSpecs())
+    if (s->hf_model_type == model_type) return s;
+  return nullptr;
+}
+
+}  // namespace parallm

@@ -1,0 +1,29 @@
+// ForwardBatch: what the engine hands the model for one step: a flat batch of tokens from many sequences,
+// their positions, where each new token's K/V goes (slot_mapping) and where each sequence's context is
+// read from (block tables). Plain data; the model never sees requests.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace parallm {
+
+struct SequenceSlice {
+  int32_t token_begin = 0;  // index of the sequence's first token in ForwardBatch::tokens
+  int32_t num_tokens = 0;   // new tokens this step (prompt chunk or one decode token)
+  int32_t context_len = 0;  // tokens in context after this step (cached + new); positions run to context_len - 1
+  std::span<const int32_t> block_table;  // block ids covering positions [0, context_len)
+};
+
+struct ForwardBatch {
+  std::span<const int32_t> tokens;        // [num_tokens]
+  std::span<const int32_t> positions;     // [num_tokens]
+  std::span<const int64_t> slot_mapping;  // [num_tokens]: KV slot (block * block_size + offset) of each token
+  std::vector<SequenceSlice> sequences;   // each token belongs to exactly one slice
+  std::span<const int32_t> logits_indices;  // tokens whose logits are wanted, in output order
+
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+};
+
+}  // namespace parallm

@@ -1,0 +1,423 @@
+// Model loading: format detection, ModelConfig from GGUF metadata / config.json / llama2.c header, and
+// weight binding with shape and type checks, so a wrong or damaged file is a clear error, not a crash.
+#include "model/loader.h"
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+
+#include "formats/gguf.h"
+#include "formats/hf_folder.h"
+#include "formats/llama2c.h"
+#include "model/arch/arch.h"
+#include "model/tensor_names.h"
+#include "tensor/quant.h"
+#include "util/strings.h"
+
+namespace parallm {
+namespace {
+
+// Where the binder finds a tensor: by canonical name, plus the MLX params of quantized modules.
+struct TensorSource {
+  std::function<const TensorView*(const std::string& canonical)> find;
+  std::function<std::optional<MlxAffineParams>(const std::string& canonical)> mlx_params;  // null: none
+  std::function<std::string(const std::string& canonical)> display_name;
+};
+
+class WeightBinder {
+ public:
+  WeightBinder(const TensorSource& source, const std::string& path) : source_(source), path_(path) {}
+
+  Result<MatrixView> Matrix(const std::string& name, int64_t rows, int64_t cols) {
+    std::string shown = source_.display_name(name);
+    if (source_.mlx_params) {
+      if (auto params = source_.mlx_params(name)) return MlxMatrix(name, shown, *params, rows, cols);
+    }
+    const TensorView* t = source_.find(name);
+    if (t == nullptr) return Err("{}: missing tensor '{}'", path_, shown);
+    const DTypeInfo& info = Info(t->dtype);
+    if (!info.is_float && !info.is_block_quantized)
+      return Err("{}: tensor '{}' has type {}, which cannot be a weight matrix", path_, shown, info.name);
+    if (t->Rank() != 2 || t->Dim(0) != rows || t->Dim(1) != cols)
+      return Err("{}: tensor '{}' has shape {}, expected [{}, {}]", path_, shown, ShapeString(t->shape), rows, cols);
+    if (cols % info.block_elements != 0)
+      return Err("{}: tensor '{}' has {} columns, not a multiple of the {} block size {}", path_, shown, cols,
+                 info.name, info.block_elements);
+    MatrixView m;
+    m.kind = MatrixView::Kind::kDense;
+    m.dtype = t->dtype;
+    m.rows = rows;
+    m.cols = cols;
+    m.data = t->data;
+    m.row_bytes = RowBytes(t->dtype, cols);
+    Count(info.name);
+    return m;
+  }
+
+  Result<std::vector<float>> Vector(const std::string& name, int64_t n) {
+    std::string shown = source_.display_name(name);
+    const TensorView* t = source_.find(name);
+    if (t == nullptr) return Err("{}: missing tensor '{}'", path_, shown);
+    if (t->NumElements() != n || t->Rank() != 1)
+      return Err("{}: tensor '{}' has shape {}, expected [{}]", path_, shown, ShapeString(t->shape), n);
+    if (!Info(t->dtype).is_float) return Err("{}: tensor '{}' has type {}, expected a float type", path_, shown, Name(t->dtype));
+    std::vector<float> v(static_cast<size_t>(n));
+    DequantizeRow(t->dtype, t->data, v.data(), n);
+    Count(Name(t->dtype));
+    return v;
+  }
+
+  bool Has(const std::string& name) const { return source_.find(name) != nullptr; }
+  std::string Summary() const {
+    std::string s;
+    for (const auto& [type, count] : counts_) s += fmt::format("{}{} x {}", s.empty() ? "" : ", ", type, count);
+    return s;
+  }
+
+ private:
+  Result<MatrixView> MlxMatrix(const std::string& name, const std::string& shown, const MlxAffineParams& p,
+                               int64_t rows, int64_t cols) {
+    std::string base = name.substr(0, name.size() - std::string("weight").size());
+    const TensorView* w = source_.find(name);
+    const TensorView* scales = source_.find(base + "scales");
+    const TensorView* biases = source_.find(base + "biases");
+    if (w == nullptr) return Err("{}: missing tensor '{}'", path_, shown);
+    if (w->dtype != DType::kU32)
+      return Err("{}: tensor '{}' has scales but type {}, expected u32 packed codes", path_, shown, Name(w->dtype));
+    if (scales == nullptr || biases == nullptr)
+      return Err("{}: quantized tensor '{}' has no .scales/.biases beside it", path_, shown);
+    if (cols % p.group_size != 0 || (cols * p.bits) % 32 != 0)
+      return Err("{}: tensor '{}' has {} columns, not a multiple of group size {}", path_, shown, cols, p.group_size);
+    int64_t packed = cols * p.bits / 32, groups = cols / p.group_size;
+    if (w->Rank() != 2 || w->Dim(0) != rows || w->Dim(1) != packed)
+      return Err("{}: tensor '{}' has shape {}, expected [{}, {}] ({}-bit codes of {} columns)", path_, shown,
+                 ShapeString(w->shape), rows, packed, p.bits, cols);
+    for (const TensorView* sb : {scales, biases}) {
+      if (sb->Rank() != 2 || sb->Dim(0) != rows || sb->Dim(1) != groups)
+        return Err("{}: scales/biases of '{}' have shape {}, expected [{}, {}] (group size {})", path_, shown,
+                   ShapeString(sb->shape), rows, groups, p.group_size);
+      if (sb->dtype != DType::kF32 && sb->dtype != DType::kF16 && sb->dtype != DType::kBF16)
+        return Err("{}: scales/biases of '{}' have type {}, expected f16, bf16 or f32", path_, shown, Name(sb->dtype));
+    }
+    if (scales->dtype != biases->dtype)
+      return Err("{}: scales and biases of '{}' differ in type", path_, shown);
+    MatrixView m;
+    m.kind = MatrixView::Kind::kMlxAffine;
+    m.dtype = scales->dtype;
+    m.rows = rows;
+    m.cols = cols;
+    m.data = w->data;
+    m.row_bytes = static_cast<size_t>(packed) * 4;
+    m.mlx = p;
+    m.scales = scales->data;
+    m.biases = biases->data;
+    Count(fmt::format("mlx{}", p.bits));
+    return m;
+  }
+
+  void Count(std::string_view type) { counts_[std::string(type)]++; }
+
+  TensorSource source_;
+  std::string path_;
+  std::map<std::string, int> counts_;
+};
+
+Status BindWeights(const ModelConfig& c, WeightBinder& b, ModelWeights* w) {
+  const int64_t H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), F = c.ffn, V = c.vocab;
+  PARALLM_ASSIGN_OR_RETURN(w->token_embd, b.Matrix("token_embd.weight", V, H));
+  w->layers.resize(static_cast<size_t>(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerWeights& lw = w->layers[static_cast<size_t>(l)];
+    PARALLM_ASSIGN_OR_RETURN(lw.attn_norm, b.Vector(LayerTensor(l, "attn_norm"), H));
+    PARALLM_ASSIGN_OR_RETURN(lw.wq, b.Matrix(LayerTensor(l, "attn_q"), Q, H));
+    PARALLM_ASSIGN_OR_RETURN(lw.wk, b.Matrix(LayerTensor(l, "attn_k"), KV, H));
+    PARALLM_ASSIGN_OR_RETURN(lw.wv, b.Matrix(LayerTensor(l, "attn_v"), KV, H));
+    PARALLM_ASSIGN_OR_RETURN(lw.wo, b.Matrix(LayerTensor(l, "attn_output"), H, Q));
+    if (c.qkv_bias) {
+      PARALLM_ASSIGN_OR_RETURN(lw.q_bias, b.Vector(LayerTensor(l, "attn_q", "bias"), Q));
+      PARALLM_ASSIGN_OR_RETURN(lw.k_bias, b.Vector(LayerTensor(l, "attn_k", "bias"), KV));
+      PARALLM_ASSIGN_OR_RETURN(lw.v_bias, b.Vector(LayerTensor(l, "attn_v", "bias"), KV));
+    }
+    if (c.qk_norm) {
+      PARALLM_ASSIGN_OR_RETURN(lw.q_norm, b.Vector(LayerTensor(l, "attn_q_norm"), c.head_dim));
+      PARALLM_ASSIGN_OR_RETURN(lw.k_norm, b.Vector(LayerTensor(l, "attn_k_norm"), c.head_dim));
+    }
+    PARALLM_ASSIGN_OR_RETURN(lw.ffn_norm, b.Vector(LayerTensor(l, "ffn_norm"), H));
+    PARALLM_ASSIGN_OR_RETURN(lw.w_gate, b.Matrix(LayerTensor(l, "ffn_gate"), F, H));
+    PARALLM_ASSIGN_OR_RETURN(lw.w_up, b.Matrix(LayerTensor(l, "ffn_up"), F, H));
+    PARALLM_ASSIGN_OR_RETURN(lw.w_down, b.Matrix(LayerTensor(l, "ffn_down"), H, F));
+  }
+  PARALLM_ASSIGN_OR_RETURN(w->output_norm, b.Vector("output_norm.weight", H));
+  if (c.tied_embeddings) {
+    w->output = w->token_embd;
+  } else {
+    PARALLM_ASSIGN_OR_RETURN(w->output, b.Matrix("output.weight", V, H));
+  }
+  return Status::Ok();
+}
+
+// Checks the numbers a config must satisfy before any weight is bound.
+Status ValidateConfig(const ModelConfig& c, const std::string& path) {
+  auto positive = [&](int v, const char* what) -> Status {
+    if (v <= 0 || v > (1 << 24)) return Err("{}: {} is {}, expected a positive number", path, what, v);
+    return Status::Ok();
+  };
+  PARALLM_RETURN_IF_ERROR(positive(c.hidden, "hidden size"));
+  PARALLM_RETURN_IF_ERROR(positive(c.n_layers, "layer count"));
+  PARALLM_RETURN_IF_ERROR(positive(c.n_heads, "attention head count"));
+  PARALLM_RETURN_IF_ERROR(positive(c.n_kv_heads, "key/value head count"));
+  PARALLM_RETURN_IF_ERROR(positive(c.head_dim, "head dimension"));
+  PARALLM_RETURN_IF_ERROR(positive(c.ffn, "feed-forward size"));
+  PARALLM_RETURN_IF_ERROR(positive(c.vocab, "vocabulary size"));
+  PARALLM_RETURN_IF_ERROR(positive(c.context_length, "context length"));
+  if (c.n_heads % c.n_kv_heads != 0)
+    return Err("{}: {} attention heads are not a multiple of {} key/value heads", path, c.n_heads, c.n_kv_heads);
+  if (c.head_dim % 2 != 0) return Err("{}: head dimension {} is odd; RoPE needs pairs", path, c.head_dim);
+  if (!c.rope_freq_factors.empty() && c.rope_freq_factors.size() != static_cast<size_t>(c.head_dim / 2))
+    return Err("{}: rope_freqs has {} entries, expected head_dim/2 = {}", path, c.rope_freq_factors.size(),
+               c.head_dim / 2);
+  if (!(c.rms_eps > 0) || !(c.rope_theta > 0)) return Err("{}: rms eps and rope theta must be positive", path);
+  return Status::Ok();
+}
+
+// ---- GGUF ----
+
+Result<LoadedModel> LoadGguf(const std::string& path) {
+  PARALLM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path));
+  auto arch_name = file.GetString("general.architecture");
+  if (!arch_name) return Err("{}: no general.architecture key; not a model file (a vocabulary-only GGUF?)", path);
+  const ArchSpec* spec = SpecByGgufArchitecture(*arch_name);
+  if (spec == nullptr) return Err("{}: architecture '{}' is not supported (supported: llama, mistral, qwen2, qwen3)", path, *arch_name);
+  const std::string p = *arch_name + ".";
+  auto get_int = [&](const std::string& key, std::optional<int64_t> def) -> Result<int> {
+    auto v = file.GetInt(p + key);
+    if (!v) {
+      if (def) return static_cast<int>(*def);
+      return Err("{}: missing metadata key '{}{}'", path, p, key);
+    }
+    if (*v <= 0 || *v > (int64_t{1} << 30)) return Err("{}: metadata '{}{}' = {} is out of range", path, p, key, *v);
+    return static_cast<int>(*v);
+  };
+  LoadedModel m;
+  m.format = ModelFormat::kGguf;
+  m.path = path;
+  ModelConfig& c = m.config;
+  c.arch = spec->arch;
+  c.qkv_bias = spec->qkv_bias;
+  c.qk_norm = spec->qk_norm;
+  c.rope_style = spec->gguf_rope_style;
+  PARALLM_ASSIGN_OR_RETURN(c.hidden, get_int("embedding_length", std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.n_layers, get_int("block_count", std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.ffn, get_int("feed_forward_length", std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.n_heads, get_int("attention.head_count", std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.n_kv_heads, get_int("attention.head_count_kv", c.n_heads));
+  PARALLM_ASSIGN_OR_RETURN(c.head_dim, get_int("attention.key_length", c.hidden / c.n_heads));
+  PARALLM_ASSIGN_OR_RETURN(c.context_length, get_int("context_length", 4096));
+  PARALLM_ASSIGN_OR_RETURN(int rotary, get_int("rope.dimension_count", c.head_dim));
+  if (rotary != c.head_dim)
+    return Err("{}: partial rotary embeddings ({} of {} dims) are not supported", path, rotary, c.head_dim);
+  c.rms_eps = static_cast<float>(file.GetFloat(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  c.rope_theta = static_cast<float>(file.GetFloat(p + "rope.freq_base").value_or(10000.0));
+  if (auto scaling = file.GetString(p + "rope.scaling.type"); scaling && *scaling != "none")
+    return Err("{}: RoPE scaling type '{}' is not supported (Llama-3 scaling via rope_freqs.weight is)", path, *scaling);
+  const TensorSet& tensors = file.tensors();
+  const TensorView* embd = tensors.Find("token_embd.weight");
+  if (embd == nullptr || embd->Rank() != 2) return Err("{}: missing tensor 'token_embd.weight'", path);
+  c.vocab = static_cast<int>(embd->Dim(0));
+  c.tied_embeddings = tensors.Find("output.weight") == nullptr;
+  if (const TensorView* rf = tensors.Find("rope_freqs.weight")) {
+    if (rf->dtype != DType::kF32 || rf->Rank() != 1)
+      return Err("{}: rope_freqs.weight must be a 1-D f32 tensor", path);
+    c.rope_freq_factors.resize(static_cast<size_t>(rf->NumElements()));
+    DequantizeRow(DType::kF32, rf->data, c.rope_freq_factors.data(), rf->NumElements());
+  }
+  PARALLM_RETURN_IF_ERROR(ValidateConfig(c, path));
+  TensorSource source;
+  source.find = [&](const std::string& name) { return tensors.Find(name); };
+  source.display_name = [](const std::string& name) { return name; };
+  WeightBinder binder(source, path);
+  PARALLM_RETURN_IF_ERROR(BindWeights(c, binder, &m.weights));
+  m.weight_types = binder.Summary();
+  if (file.Find("tokenizer.ggml.tokens") != nullptr) {
+    PARALLM_ASSIGN_OR_RETURN(m.vocab, Vocab::FromGguf(file, path));
+  }
+  m.weights.storage = std::move(file.mutable_tensors());
+  return m;
+}
+
+// ---- Hugging Face / MLX folders ----
+
+Result<LoadedModel> LoadHf(const std::string& dir) {
+  PARALLM_ASSIGN_OR_RETURN(HfFolder folder, OpenHfFolder(dir));
+  const boost::json::object& cfg = folder.config;
+  const std::string cfg_path = dir + "/config.json";
+  auto str = [&](const char* key) -> std::optional<std::string> {
+    auto it = cfg.find(key);
+    if (it == cfg.end() || !it->value().is_string()) return std::nullopt;
+    return std::string(it->value().as_string());
+  };
+  auto num = [&](const char* key) -> std::optional<double> {
+    auto it = cfg.find(key);
+    if (it == cfg.end()) return std::nullopt;
+    if (it->value().is_int64()) return static_cast<double>(it->value().as_int64());
+    if (it->value().is_uint64()) return static_cast<double>(it->value().as_uint64());
+    if (it->value().is_double()) return it->value().as_double();
+    return std::nullopt;
+  };
+  auto integer = [&](const char* key, std::optional<int> def) -> Result<int> {
+    auto v = num(key);
+    if (!v) {
+      if (def) return *def;
+      return Err("{}: missing or non-numeric '{}'", cfg_path, key);
+    }
+    if (*v != static_cast<double>(static_cast<int64_t>(*v)) || *v <= 0 || *v > (1 << 30))
+      return Err("{}: '{}' = {} is not a positive integer", cfg_path, key, *v);
+    return static_cast<int>(*v);
+  };
+  auto model_type = str("model_type");
+  if (!model_type) return Err("{}: no model_type", cfg_path);
+  const ArchSpec* spec = SpecByHfModelType(*model_type);
+  if (spec == nullptr)
+    return Err("{}: model_type '{}' is not supported (supported: llama, mistral, qwen2, qwen3)", cfg_path, *model_type);
+  LoadedModel m;
+  m.format = folder.quantization ? ModelFormat::kMlxFolder : ModelFormat::kHfFolder;
+  m.path = dir;
+  ModelConfig& c = m.config;
+  c.arch = spec->arch;
+  c.qkv_bias = spec->qkv_bias;
+  c.qk_norm = spec->qk_norm;
+  c.rope_style = RopeStyle::kHalf;
+  PARALLM_ASSIGN_OR_RETURN(c.hidden, integer("hidden_size", std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.n_layers, integer("num_hidden_layers", std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.ffn, integer("intermediate_size", std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.n_heads, integer("num_attention_heads", std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.n_kv_heads, integer("num_key_value_heads", c.n_heads));
+  PARALLM_ASSIGN_OR_RETURN(c.head_dim, integer("head_dim", c.hidden / c.n_heads));
+  PARALLM_ASSIGN_OR_RETURN(c.vocab, integer("vocab_size", std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.context_length, integer("max_position_embeddings", 4096));
+  c.rms_eps = static_cast<float>(num("rms_norm_eps").value_or(1e-6));
+  c.rope_theta = static_cast<float>(num("rope_theta").value_or(10000.0));
+  if (auto it = cfg.find("tie_word_embeddings"); it != cfg.end() && it->value().is_bool())
+    c.tied_embeddings = it->value().as_bool();
+  if (!folder.tensors.Find("lm_head.weight")) c.tied_embeddings = true;
+  if (auto it = cfg.find("rope_scaling"); it != cfg.end() && it->value().is_object()) {
+    const auto& rs = it->value().as_object();
+    std::string type;
+    for (const char* key : {"rope_type", "type"})
+      if (auto t = rs.find(key); t != rs.end() && t->value().is_string()) type = std::string(t->value().as_string());
+    auto field = [&](const char* key, double def) {
+      auto f = rs.find(key);
+      if (f == rs.end()) return def;
+      if (f->value().is_double()) return f->value().as_double();
+      if (f->value().is_int64()) return static_cast<double>(f->value().as_int64());
+      return def;
+    };
+    if (type == "llama3") {
+      ModelConfig::Llama3Rope r;
+      r.factor = static_cast<float>(field("factor", 8));
+      r.low_freq_factor = static_cast<float>(field("low_freq_factor", 1));
+      r.high_freq_factor = static_cast<float>(field("high_freq_factor", 4));
+      r.original_max_position = static_cast<int>(field("original_max_position_embeddings", 8192));
+      c.rope_llama3 = r;
+      c.rope_freq_factors = Llama3RopeFactors(c.head_dim, c.rope_theta, r.factor, r.low_freq_factor,
+                                              r.high_freq_factor, r.original_max_position);
+    } else if (type != "default" && !type.empty()) {
+      return Err("{}: rope_scaling type '{}' is not supported (llama3 is)", cfg_path, type);
+    }
+  }
+  PARALLM_RETURN_IF_ERROR(ValidateConfig(c, dir));
+  const TensorSet& tensors = folder.tensors;
+  const std::optional<MlxQuantization>& quant = folder.quantization;
+  TensorSource source;
+  source.find = [&](const std::string& canonical) -> const TensorView* {
+    auto hf = HfNameFor(canonical);
+    return hf ? tensors.Find(*hf) : nullptr;
+  };
+  source.display_name = [](const std::string& canonical) { return HfNameFor(canonical).value_or(canonical); };
+  if (quant) {
+    source.mlx_params = [&](const std::string& canonical) -> std::optional<MlxAffineParams> {
+      auto hf = HfNameFor(canonical);
+      if (!hf || !EndsWith(*hf, ".weight")) return std::nullopt;
+      std::string module = hf->substr(0, hf->size() - 7);
+      if (tensors.Find(module + ".scales") == nullptr) return std::nullopt;  // stored in float
+      return quant->ForModule(module);
+    };
+  }
+  WeightBinder binder(source, dir);
+  PARALLM_RETURN_IF_ERROR(BindWeights(c, binder, &m.weights));
+  m.weight_types = binder.Summary();
+  m.weights.storage = std::move(folder.tensors);
+  return m;
+}
+
+// ---- llama2.c ----
+
+Result<LoadedModel> LoadLlama2c(const std::string& path) {
+  PARALLM_ASSIGN_OR_RETURN(Llama2cCheckpoint ckpt, ReadLlama2cCheckpoint(path));
+  LoadedModel m;
+  m.format = ModelFormat::kLlama2c;
+  m.path = path;
+  ModelConfig& c = m.config;
+  const Llama2cConfig& lc = ckpt.config;
+  c.arch = Arch::kLlama;
+  c.hidden = lc.dim;
+  c.n_layers = lc.n_layers;
+  c.n_heads = lc.n_heads;
+  c.n_kv_heads = lc.n_kv_heads;
+  c.head_dim = lc.dim / lc.n_heads;
+  c.ffn = lc.hidden_dim;
+  c.vocab = lc.vocab_size;
+  c.context_length = lc.seq_len;
+  c.rms_eps = 1e-5f;
+  c.rope_theta = 10000.0f;
+  c.rope_style = RopeStyle::kInterleaved;  // run.c rotates (x[2i], x[2i+1])
+  c.tied_embeddings = lc.shared_classifier;
+  PARALLM_RETURN_IF_ERROR(ValidateConfig(c, path));
+  const TensorSet& tensors = ckpt.tensors;
+  TensorSource source;
+  source.find = [&](const std::string& name) { return tensors.Find(name); };
+  source.display_name = [](const std::string& name) { return name; };
+  WeightBinder binder(source, path);
+  PARALLM_RETURN_IF_ERROR(BindWeights(c, binder, &m.weights));
+  m.weight_types = binder.Summary();
+  m.weights.storage = std::move(ckpt.tensors);
+  return m;
+}
+
+bool HasGgufMagic(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  return in.gcount() == 4 && std::string_view(magic, 4) == "GGUF";
+}
+
+}  // namespace
+
+std::string FormatName(ModelFormat f) {
+  switch (f) {
+    case ModelFormat::kGguf: return "gguf";
+    case ModelFormat::kHfFolder: return "hf";
+    case ModelFormat::kMlxFolder: return "mlx";
+    case ModelFormat::kLlama2c: return "llama2c";
+  }
+  return "?";
+}
+
+Result<LoadedModel> LoadModel(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return Err("{}: no such file or folder", path);
+  if (fs::is_directory(path, ec)) {
+    if (!fs::exists(fs::path(path) / "config.json", ec))
+      return Err("{}: a folder without config.json; expected a Hugging Face or MLX model folder", path);
+    return LoadHf(path);
+  }
+  if (HasGgufMagic(path)) return LoadGguf(path);
+  if (EndsWith(path, ".bin")) return LoadLlama2c(path);
+  return Err("{}: not a recognized model (expected a .gguf file, a llama2.c .bin checkpoint, or a Hugging Face / "
+             "MLX folder with config.json)",
+             path);
+}
+
+}  // namespace parallm

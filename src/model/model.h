@@ -1,0 +1,43 @@
+// Model: a loaded decoder and its forward pass over a flat batch of tokens from many sequences.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/kv_storage.h"
+#include "model/forward_batch.h"
+#include "model/loader.h"
+#include "util/thread_pool.h"
+
+namespace parallm {
+
+class Model {
+ public:
+  static Result<std::unique_ptr<Model>> Load(const std::string& path);
+  explicit Model(LoadedModel loaded);
+
+  const ModelConfig& config() const { return loaded_.config; }
+  const LoadedModel& loaded() const { return loaded_; }
+
+  // A KV storage shape for this model with `num_blocks` blocks of `block_size` slots.
+  KvStorageShape KvShape(int num_blocks, int block_size = 16) const;
+
+  // Runs every token of `batch` through the decoder: writes each token's K/V at its slot in `kv`, attends
+  // causally over its sequence's context (read through the block table), and writes the logits of the
+  // tokens in batch.logits_indices to `logits` ([logits_indices.size(), vocab], row-major).
+  // Each token's result depends only on its own sequence (batch invariance). Not thread-safe: one caller.
+  void Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits, ThreadPool* pool);
+
+ private:
+  void Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, ThreadPool* pool);
+
+  LoadedModel loaded_;
+  std::vector<float> inv_freq_;  // [head_dim / 2]
+  // Scratch, sized per call to the batch: [num_tokens, width] each.
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;
+  std::vector<int32_t> token_seq_;  // sequence index of each token
+  std::vector<std::vector<float>> scores_;  // per thread: attention scores over the context
+};
+
+}  // namespace parallm

@@ -1,0 +1,227 @@
+// ModelWriter: f32 tensors in, GGUF / safetensors / MLX folders out, with metadata other engines read.
+#include "model/model_writer.h"
+
+#include <filesystem>
+
+#include "formats/hf_folder.h"
+#include "model/arch/arch.h"
+#include "model/tensor_names.h"
+#include "tensor/quant.h"
+#include "util/check.h"
+#include "util/strings.h"
+
+namespace parallm {
+namespace {
+
+bool IsRopeProjection(const std::string& name) {
+  return name.find(".attn_q.") != std::string::npos || name.find(".attn_k.") != std::string::npos;
+}
+
+std::shared_ptr<std::vector<uint8_t>> Quantize(DType type, const std::vector<float>& values, int64_t rows,
+                                               int64_t cols) {
+  auto out = std::make_shared<std::vector<uint8_t>>(RowBytes(type, cols) * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    QuantizeRow(type, values.data() + r * cols, out->data() + static_cast<size_t>(r) * RowBytes(type, cols), cols);
+  return out;
+}
+
+}  // namespace
+
+std::vector<float> PermuteRopeRows(const std::vector<float>& values, int64_t rows, int64_t cols, int n_heads,
+                                   RopeStyle from, RopeStyle to) {
+  if (from == to) return values;
+  PARALLM_CHECK(rows % n_heads == 0 && (rows / n_heads) % 2 == 0);
+  const int64_t hd = rows / n_heads, half = hd / 2;
+  std::vector<float> out(values.size());
+  for (int64_t h = 0; h < n_heads; ++h)
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t j = 0; j < 2; ++j) {
+        int64_t interleaved = h * hd + 2 * i + j, halves = h * hd + j * half + i;
+        int64_t dst = to == RopeStyle::kInterleaved ? interleaved : halves;
+        int64_t src = to == RopeStyle::kInterleaved ? halves : interleaved;
+        std::copy_n(values.data() + src * cols, cols, out.data() + dst * cols);
+      }
+  return out;
+}
+
+Status EmitWeights(const ModelConfig& c, const ModelWeights& w, const TensorSink& sink) {
+  auto matrix = [&](const std::string& name, const MatrixView& m) {
+    std::vector<float> values(static_cast<size_t>(m.rows * m.cols));
+    for (int64_t r = 0; r < m.rows; ++r) DequantizeMatrixRow(m, r, values.data() + r * m.cols);
+    return sink(name, {m.rows, m.cols}, std::move(values));
+  };
+  auto vector = [&](const std::string& name, const std::vector<float>& v) {
+    return sink(name, {static_cast<int64_t>(v.size())}, v);
+  };
+  PARALLM_RETURN_IF_ERROR(matrix("token_embd.weight", w.token_embd));
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+    PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_norm"), lw.attn_norm));
+    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_q"), lw.wq));
+    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_k"), lw.wk));
+    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_v"), lw.wv));
+    if (c.qkv_bias) {
+      PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_q", "bias"), lw.q_bias));
+      PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_k", "bias"), lw.k_bias));
+      PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_v", "bias"), lw.v_bias));
+    }
+    if (c.qk_norm) {
+      PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_q_norm"), lw.q_norm));
+      PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_k_norm"), lw.k_norm));
+    }
+    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_output"), lw.wo));
+    PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "ffn_norm"), lw.ffn_norm));
+    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_gate"), lw.w_gate));
+    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_up"), lw.w_up));
+    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_down"), lw.w_down));
+  }
+  PARALLM_RETURN_IF_ERROR(vector("output_norm.weight", w.output_norm));
+  if (!c.tied_embeddings) PARALLM_RETURN_IF_ERROR(matrix("output.weight", w.output));
+  if (!c.rope_freq_factors.empty()) PARALLM_RETURN_IF_ERROR(vector("rope_freqs.weight", c.rope_freq_factors));
+  return Status::Ok();
+}
+
+ModelWriter::ModelWriter(const ModelConfig& config, RopeStyle source_rope_style, const WriteOptions& options,
+                         Vocab vocab)
+    : config_(config), source_rope_(source_rope_style), options_(options), vocab_(std::move(vocab)) {
+  const ArchSpec& spec = SpecFor(config.arch);
+  target_rope_ = options.format == ModelFormat::kGguf ? spec.gguf_rope_style : RopeStyle::kHalf;
+  if (options_.format != ModelFormat::kGguf) return;
+  const std::string arch(spec.gguf_architecture);
+  const std::string p = arch + ".";
+  gguf_.Set("general.architecture", GgufValue::String(arch));
+  gguf_.Set("general.name", GgufValue::String(options.name));
+  gguf_.Set(p + "context_length", GgufValue::U32(static_cast<uint32_t>(config.context_length)));
+  gguf_.Set(p + "embedding_length", GgufValue::U32(static_cast<uint32_t>(config.hidden)));
+  gguf_.Set(p + "block_count", GgufValue::U32(static_cast<uint32_t>(config.n_layers)));
+  gguf_.Set(p + "feed_forward_length", GgufValue::U32(static_cast<uint32_t>(config.ffn)));
+  gguf_.Set(p + "attention.head_count", GgufValue::U32(static_cast<uint32_t>(config.n_heads)));
+  gguf_.Set(p + "attention.head_count_kv", GgufValue::U32(static_cast<uint32_t>(config.n_kv_heads)));
+  gguf_.Set(p + "attention.key_length", GgufValue::U32(static_cast<uint32_t>(config.head_dim)));
+  gguf_.Set(p + "attention.value_length", GgufValue::U32(static_cast<uint32_t>(config.head_dim)));
+  gguf_.Set(p + "attention.layer_norm_rms_epsilon", GgufValue::F32(config.rms_eps));
+  gguf_.Set(p + "rope.freq_base", GgufValue::F32(config.rope_theta));
+  gguf_.Set(p + "rope.dimension_count", GgufValue::U32(static_cast<uint32_t>(config.head_dim)));
+  gguf_.Set(p + "vocab_size", GgufValue::U32(static_cast<uint32_t>(config.vocab)));
+  vocab_.WriteGguf(gguf_);
+}
+
+DType ModelWriter::GgufTypeFor(const std::string& name, int64_t cols) const {
+  DType type = options_.gguf_type;
+  if (options_.q4_k_m) {
+    // llama.cpp's Q4_K_M recipe, simplified: more bits where errors hurt most.
+    type = DType::kQ4_K;
+    int layer = -1;
+    if (std::sscanf(name.c_str(), "blk.%d.", &layer) == 1 &&
+        (name.find("attn_v.") != std::string::npos || name.find("ffn_down.") != std::string::npos) &&
+        (layer < config_.n_layers / 8 || layer >= 7 * config_.n_layers / 8 || layer % 3 == 2))
+      type = DType::kQ6_K;
+    if (name == "output.weight" || (config_.tied_embeddings && name == "token_embd.weight")) type = DType::kQ6_K;
+  }
+  if (cols % Info(type).block_elements != 0) {
+    // K-quants need rows of 256; llama.cpp falls back to a 32-block type too.
+    type = type == DType::kQ6_K ? DType::kQ8_0 : (type == DType::kQ4_K ? DType::kQ4_0 : DType::kF32);
+    if (cols % Info(type).block_elements != 0) type = DType::kF32;
+  }
+  return type;
+}
+
+Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std::vector<float> values) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (n != static_cast<int64_t>(values.size()))
+    return Err("tensor '{}': shape {} does not match {} values", name, ShapeString(shape), values.size());
+  const bool matrix = shape.size() == 2;
+  const int64_t rows = matrix ? shape[0] : 1, cols = shape.back();
+  if (IsRopeProjection(name)) {
+    // Q/K rows (and their biases) move between RoPE pairings. Q/K norms (Qwen3) would need it too, but only
+    // families whose GGUF and HF pairings agree have them.
+    int heads = name.find(".attn_q.") != std::string::npos ? config_.n_heads : config_.n_kv_heads;
+    values = PermuteRopeRows(values, matrix ? rows : n, matrix ? cols : 1, heads, source_rope_, target_rope_);
+  }
+  if (options_.format == ModelFormat::kGguf) {
+    DType type = matrix ? GgufTypeFor(name, cols) : DType::kF32;
+    auto bytes = Quantize(type, values, rows, cols);
+    return gguf_.AddTensor(name, type, std::move(shape), std::move(*bytes));
+  }
+  auto hf = HfNameFor(name);
+  if (!hf) return Status::Ok();  // e.g. rope_freqs.weight: config.json carries rope_scaling instead
+  const bool quantize = options_.format == ModelFormat::kMlxFolder && matrix && cols % options_.mlx.group_size == 0;
+  auto keep = [&](const std::string& tensor_name, DType type, std::vector<int64_t> tensor_shape,
+                  std::shared_ptr<std::vector<uint8_t>> bytes) {
+    TensorView v;
+    v.dtype = type;
+    v.shape = std::move(tensor_shape);
+    v.data = bytes->data();
+    v.nbytes = bytes->size();
+    folder_tensors_.tensors[tensor_name] = v;
+    folder_buffers_.push_back(std::move(bytes));
+  };
+  if (!quantize) {
+    keep(*hf, options_.float_type, shape, Quantize(options_.float_type, values, rows, cols));
+    return Status::Ok();
+  }
+  const MlxAffineParams& p = options_.mlx;
+  const int64_t words = cols * p.bits / 32, groups = cols / p.group_size;
+  const size_t scale_bytes = Info(options_.float_type).block_bytes;
+  auto codes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * words) * 4);
+  auto scales = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * groups) * scale_bytes);
+  auto biases = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * groups) * scale_bytes);
+  for (int64_t r = 0; r < rows; ++r)
+    MlxQuantizeRow(p, values.data() + r * cols, cols, options_.float_type,
+                   reinterpret_cast<uint32_t*>(codes->data()) + r * words,
+                   scales->data() + static_cast<size_t>(r * groups) * scale_bytes,
+                   biases->data() + static_cast<size_t>(r * groups) * scale_bytes);
+  std::string module = hf->substr(0, hf->size() - std::string(".weight").size());
+  keep(*hf, DType::kU32, {rows, words}, codes);
+  keep(module + ".scales", options_.float_type, {rows, groups}, scales);
+  keep(module + ".biases", options_.float_type, {rows, groups}, biases);
+  return Status::Ok();
+}
+
+Status ModelWriter::Finish(const std::string& path) {
+  if (options_.format == ModelFormat::kGguf) return gguf_.Write(path);
+  const ArchSpec& spec = SpecFor(config_.arch);
+  const ModelConfig& c = config_;
+  boost::json::object cfg;
+  cfg["architectures"] = boost::json::array{boost::json::string(spec.hf_architecture)};
+  cfg["model_type"] = boost::json::string(spec.hf_model_type);
+  cfg["hidden_size"] = c.hidden;
+  cfg["intermediate_size"] = c.ffn;
+  cfg["num_hidden_layers"] = c.n_layers;
+  cfg["num_attention_heads"] = c.n_heads;
+  cfg["num_key_value_heads"] = c.n_kv_heads;
+  cfg["head_dim"] = c.head_dim;
+  cfg["hidden_act"] = "silu";
+  cfg["max_position_embeddings"] = c.context_length;
+  cfg["rms_norm_eps"] = c.rms_eps;
+  cfg["rope_theta"] = c.rope_theta;
+  cfg["vocab_size"] = c.vocab;
+  cfg["tie_word_embeddings"] = c.tied_embeddings;
+  cfg["attention_bias"] = c.qkv_bias;
+  cfg["torch_dtype"] = options_.float_type == DType::kBF16 ? "bfloat16" : (options_.float_type == DType::kF16 ? "float16" : "float32");
+  if (vocab_.bos >= 0) cfg["bos_token_id"] = vocab_.bos;
+  if (vocab_.eos >= 0) cfg["eos_token_id"] = vocab_.eos;
+  if (!c.rope_freq_factors.empty()) {
+    if (!c.rope_llama3)
+      return Err("{}: the model has Llama-3 RoPE factors but not the parameters config.json needs", path);
+    boost::json::object rs;
+    rs["rope_type"] = "llama3";
+    rs["factor"] = c.rope_llama3->factor;
+    rs["low_freq_factor"] = c.rope_llama3->low_freq_factor;
+    rs["high_freq_factor"] = c.rope_llama3->high_freq_factor;
+    rs["original_max_position_embeddings"] = c.rope_llama3->original_max_position;
+    cfg["rope_scaling"] = rs;
+  }
+  if (options_.format == ModelFormat::kMlxFolder) {
+    boost::json::object q;
+    q["group_size"] = options_.mlx.group_size;
+    q["bits"] = options_.mlx.bits;
+    cfg["quantization"] = q;
+    cfg["quantization_config"] = q;
+  }
+  folder_tensors_.owners.assign(folder_buffers_.begin(), folder_buffers_.end());
+  return WriteHfFolder(path, cfg, folder_tensors_, options_.max_shard_bytes);
+}
+
+}  // namespace parallm

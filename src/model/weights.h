@@ -1,0 +1,42 @@
+// ModelWeights: every weight of a decoder, bound by name from whatever file held it. Matrices stay in
+// their stored (possibly quantized) form inside the mmap; small vectors (norms, biases) are copied to f32.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+#include "tensor/matrix.h"
+#include "tensor/tensor.h"
+
+namespace parallm {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;             // [hidden]
+  MatrixView wq;                            // [q_dim, hidden]
+  MatrixView wk;                            // [kv_dim, hidden]
+  MatrixView wv;                            // [kv_dim, hidden]
+  MatrixView wo;                            // [hidden, q_dim]
+  std::vector<float> q_bias, k_bias, v_bias;  // [q_dim], [kv_dim], [kv_dim] (qkv_bias only)
+  std::vector<float> q_norm, k_norm;        // [head_dim] (qk_norm only)
+  std::vector<float> ffn_norm;              // [hidden]
+  MatrixView w_gate;                        // [ffn, hidden]
+  MatrixView w_up;                          // [ffn, hidden]
+  MatrixView w_down;                        // [hidden, ffn]
+};
+
+struct ModelWeights {
+  MatrixView token_embd;            // [vocab, hidden]
+  std::vector<LayerWeights> layers;
+  std::vector<float> output_norm;   // [hidden]
+  MatrixView output;                // [vocab, hidden]; the token embedding itself when tied
+  TensorSet storage;                // owns the bytes the views point into
+};
+
+// Receives tensors one at a time as f32: canonical name, shape (outermost first), row-major values.
+using TensorSink = std::function<Status(const std::string& name, std::vector<int64_t> shape, std::vector<float> values)>;
+
+}  // namespace parallm

@@ -1,0 +1,48 @@
+// Vocab: a model's token table as GGUF stores it (tokenizer.ggml.*): pieces, scores, types, merges and
+// special ids. Used to carry a vocabulary between formats and to turn ids back into text. Encoding text,
+// tokenizer.json and chat templates build on it (tokenizer issue).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace parallm {
+
+class GgufFile;
+class GgufWriter;
+struct Llama2cTokenizer;
+
+// llama.cpp's token types (llama_token_type).
+enum class TokenType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+
+struct Vocab {
+  std::string model;  // "llama" (SentencePiece pieces with U+2581 for space) or "gpt2" (byte-level BPE)
+  std::vector<std::string> tokens;
+  std::vector<float> scores;      // llama only
+  std::vector<int32_t> types;     // TokenType values
+  std::vector<std::string> merges;  // gpt2 only: "a b"
+  int32_t bos = -1, eos = -1, unk = -1;
+  bool add_bos = false;
+
+  int32_t size() const { return static_cast<int32_t>(tokens.size()); }
+
+  // Reads tokenizer.ggml.*; errors when the arrays are missing or inconsistent.
+  static Result<Vocab> FromGguf(const GgufFile& file, const std::string& path);
+  // A llama2.c tokenizer.bin as a SentencePiece-style vocabulary (ids 0 <unk>, 1 <s>, 2 </s>, 3..258 bytes).
+  static Vocab FromLlama2c(const Llama2cTokenizer& tok);
+  // The built-in byte-level vocabulary for generated models: 256 byte tokens, <|bos|>, <|eos|>, then
+  // <|extra_N|> fillers up to `size` (>= 258).
+  static Vocab ByteLevel(int32_t size);
+
+  void WriteGguf(GgufWriter& writer) const;
+
+  // Text of `ids`, skipping control tokens; SentencePiece rules for "llama" (U+2581 -> space, <0xXX> bytes,
+  // the leading space of the text dropped), byte-level decoding for "gpt2". Invalid UTF-8 is kept as bytes.
+  std::string Decode(std::span<const int32_t> ids) const;
+};
+
+}  // namespace parallm

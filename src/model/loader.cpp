@@ -222,6 +222,7 @@ Result<LoadedModel> LoadGguf(const std::string& path) {
   if (auto scaling = file.GetString(p + "rope.scaling.type"); scaling && *scaling != "none")
     return Err("{}: RoPE scaling type '{}' is not supported (Llama-3 scaling via rope_freqs.weight is)", path, *scaling);
   const TensorSet& tensors = file.tensors();
+  if (file.tensor_infos().empty()) return Err("{}: contains no tensors (a vocabulary-only GGUF?)", path);
   const TensorView* embd = tensors.Find("token_embd.weight");
   if (embd == nullptr || embd->Rank() != 2) return Err("{}: missing tensor 'token_embd.weight'", path);
   c.vocab = static_cast<int>(embd->Dim(0));

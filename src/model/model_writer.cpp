@@ -114,7 +114,8 @@ DType ModelWriter::GgufTypeFor(const std::string& name, int64_t cols) const {
     int layer = -1;
     if (std::sscanf(name.c_str(), "blk.%d.", &layer) == 1 &&
         (name.find("attn_v.") != std::string::npos || name.find("ffn_down.") != std::string::npos) &&
-        (layer < config_.n_layers / 8 || layer >= 7 * config_.n_layers / 8 || layer % 3 == 2))
+        (layer < config_.n_layers / 8 || layer >= 7 * config_.n_layers / 8 ||
+         (layer - config_.n_layers / 8) % 3 == 2))
       type = DType::kQ6_K;
     if (name == "output.weight" || (config_.tied_embeddings && name == "token_embd.weight")) type = DType::kQ6_K;
   }

@@ -1,0 +1,114 @@
+// Model loading: real files load and run; wrong or damaged ones give errors that name the file and problem.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "engine/single_sequence.h"
+#include "formats/gguf.h"
+#include "model/model.h"
+#include "test_paths.h"
+
+namespace parallm {
+namespace {
+
+void ExpectError(const Result<LoadedModel>& r, const std::string& fragment) {
+  ASSERT_FALSE(r.ok()) << "expected an error containing '" << fragment << "'";
+  EXPECT_NE(r.status().message().find(fragment), std::string::npos) << r.status().message();
+}
+
+TEST(Loader, Llama2TinyRandomGgufLoadsAndRuns) {
+  // A GGUF written by another tool (F16 matrices, F32 norms, the real 32,000-token Llama-2 vocabulary).
+  auto model = Model::Load(testing::FixturePath("models/llama-2-tiny-random/llama-2-tiny-random.gguf"));
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const ModelConfig& c = (*model)->config();
+  EXPECT_EQ(c.hidden, 8);
+  EXPECT_EQ(c.n_layers, 1);
+  EXPECT_EQ(c.n_heads, 2);
+  EXPECT_EQ(c.head_dim, 4);
+  EXPECT_EQ(c.ffn, 32);
+  EXPECT_EQ(c.vocab, 32000);
+  EXPECT_FALSE(c.tied_embeddings);
+  EXPECT_EQ(c.rope_style, RopeStyle::kInterleaved);
+  ASSERT_TRUE((*model)->loaded().vocab.has_value());
+  EXPECT_EQ((*model)->loaded().vocab->bos, 1);
+  SingleSequence seq(**model, 8, nullptr);
+  std::vector<int32_t> prompt = {1, 15043, 3186};  // <s> Hello world
+  std::vector<float> logits = seq.Append(prompt, /*all_logits=*/true);
+  ASSERT_EQ(logits.size(), 3u * 32000u);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_EQ((*model)->loaded().vocab->Decode(std::vector<int32_t>{1, 15043, 3186}), "Hello world");
+}
+
+TEST(Loader, RejectsMissingPaths) {
+  ExpectError(LoadModel("/nonexistent/model.gguf"), "no such file");
+  std::string dir = testing::ScratchDir("loader-empty");
+  ExpectError(LoadModel(dir), "without config.json");
+}
+
+TEST(Loader, RejectsVocabularyOnlyGguf) {
+  ExpectError(LoadModel(testing::FixturePath("tokenizers/gguf-vocab/ggml-vocab-llama-spm.gguf")), "no tensors");
+}
+
+TEST(Loader, RejectsUnsupportedModelType) {
+  std::string dir = testing::ScratchDir("loader-bert");
+  std::ofstream(dir + "/config.json") << R"({"model_type": "bert", "hidden_size": 8})";
+  std::ofstream(dir + "/model.safetensors", std::ios::binary) << std::string("\x02\0\0\0\0\0\0\0{}", 10);
+  ExpectError(LoadModel(dir), "model_type 'bert' is not supported");
+}
+
+TEST(Loader, RejectsUnknownFiles) {
+  std::string dir = testing::ScratchDir("loader-text");
+  std::ofstream(dir + "/notes.txt") << "hello";
+  ExpectError(LoadModel(dir + "/notes.txt"), "not a recognized model");
+  std::ofstream(dir + "/short.bin") << "abc";
+  ExpectError(LoadModel(dir + "/short.bin"), "too short");
+}
+
+// A GGUF with llama metadata whose tensors are wrong in one way each.
+std::string WriteBrokenGguf(const std::string& name, bool drop_q, bool wrong_shape) {
+  GgufWriter w;
+  w.Set("general.architecture", GgufValue::String("llama"));
+  w.Set("llama.embedding_length", GgufValue::U32(32));
+  w.Set("llama.block_count", GgufValue::U32(1));
+  w.Set("llama.feed_forward_length", GgufValue::U32(64));
+  w.Set("llama.attention.head_count", GgufValue::U32(2));
+  std::vector<float> zeros(64 * 64, 0.0f);
+  auto add = [&](const std::string& n, std::vector<int64_t> shape) {
+    size_t count = 1;
+    for (int64_t d : shape) count *= static_cast<size_t>(d);
+    ASSERT_TRUE(w.AddTensor(n, DType::kF32, shape, zeros.data(), count * 4).ok());
+  };
+  add("token_embd.weight", {64, 32});
+  add("blk.0.attn_norm.weight", {32});
+  if (!drop_q) add("blk.0.attn_q.weight", {32, wrong_shape ? 16 : 32});
+  add("blk.0.attn_k.weight", {32, 32});
+  add("blk.0.attn_v.weight", {32, 32});
+  add("blk.0.attn_output.weight", {32, 32});
+  add("blk.0.ffn_norm.weight", {32});
+  add("blk.0.ffn_gate.weight", {64, 32});
+  add("blk.0.ffn_up.weight", {64, 32});
+  add("blk.0.ffn_down.weight", {32, 64});
+  add("output_norm.weight", {32});
+  std::string path = testing::ScratchDir("loader-broken") + "/" + name;
+  EXPECT_TRUE(w.Write(path).ok());
+  return path;
+}
+
+TEST(Loader, GgufWithAllTensorsLoads) {
+  auto r = LoadModel(WriteBrokenGguf("ok.gguf", false, false));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->config.tied_embeddings);
+}
+
+TEST(Loader, RejectsMissingTensor) {
+  ExpectError(LoadModel(WriteBrokenGguf("missing.gguf", true, false)), "missing tensor 'blk.0.attn_q.weight'");
+}
+
+TEST(Loader, RejectsWrongShape) {
+  ExpectError(LoadModel(WriteBrokenGguf("shape.gguf", false, true)), "has shape [32, 16], expected [32, 32]");
+}
+
+}  // namespace
+}  // namespace parallm

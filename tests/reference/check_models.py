@@ -1,0 +1,259 @@
+#!/usr/bin/python3
+"""Checks parallm's logits against the numpy reference on tiny random models of every architecture
+and storage format (the ctest `reference_models`).
+
+For each case it runs `parallm make-model ... -o OUT`, `parallm logits -m OUT --prompt-ids IDS -o
+parallm.npy`, runs forward.py's reference on the same OUT (in this process), and compares with
+`compare()` below. It prints one line per case and exits 1 if any case fails.
+
+  check_models.py --parallm build/src/cli/parallm --workdir /tmp/refcheck [--only qwen2,gguf-q4_k]
+(--parallm may also name fake_parallm.py, the numpy stand-in, to test this driver itself.)
+
+TOLERANCES. Both sides use the same weights: the reference reads the file itself and dequantizes
+every stored value exactly (float64), so weight quantization error is NOT part of the difference.
+What remains is parallm's arithmetic. The metric (compare(), the only one) bounds the max and the
+rms of (parallm - reference) by fractions of scale = max(1, std(reference logits)) (std ~1 here;
+the floor keeps the bound meaningful for models with tiny logits), and checks the argmax.
+- Float weights (F32; F16 and BF16 widen exactly to f32): f32 activations, f32 accumulation.
+  Rounding is ~6e-8 relative per operation; sums of 256-512 terms over two layers give ~1e-6.
+  Measured (the reference run in float32 vs float64, all archs, 4 seeds): max 3.7e-6..4.9e-6,
+  rms 0.9e-6..1.1e-6 of the scale. FLOAT_TOL: max 1e-4, rms 2e-5 (~20x headroom for summation
+  order and fast exp/rsqrt); any real defect (RoPE pairing or position, a missing bias or norm,
+  activations rounded to bf16/f16: ~1e-3 or more) exceeds it by far.
+- Quantized weights (GGML blocks, MLX affine): parallm also rounds every matmul input to int8 per
+  block of 32 (d = max|x|/127). That error is uniform in +-d/2 (std d/sqrt(12)); with max|x| ~ 2.4
+  rms for these activations it is 0.55% of the input (0.9% for down_proj, whose input
+  silu(gate)*up is heavy-tailed, max ~ 3.6 rms), and the matmul output carries the same relative
+  error. Fifteen matmuls feed each logit (7 per layer + LM head); measured one at a time they move
+  the logits by 0.14%..0.8% rms each, and together (independent, in quadrature) ~1.9% rms; the max
+  over 12 x 512 logits is 4-6x the rms. Measured with fake_parallm.py, which emulates exactly this
+  rounding (3 archs x 10 quantized storages x 6 seeds): rms 1.5%..2.2%, max 5%..11.4% of the
+  scale, argmax agreement >= 9/12. QUANT_TOL: max 0.2, rms 0.04 (~1.8x the worst measured), argmax
+  >= 2/3 of positions. (parallm itself, first run: max <= 0.064, rms <= 1.15% of the scale; float
+  cases max <= 1.2e-6 of the scale.) Any dequantization defect (a wrong nibble order, scale/min, bias or group)
+  is O(1) of the scale.
+Two more checks: the same seed written as GGUF F32 and as an HF F32 folder must give the same
+logits from parallm to 1e-5 of the scale (only summation order and the RoPE pairing differ) and
+from the reference to 1e-6 (float64; the GGUF stores rope_freqs and eps as f32). The
+--rope-scaling llama3 cases also check that the scaling moves the reference's logits by > 10x
+the float bound, so that a parallm ignoring it would fail.
+"""
+import argparse
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import forward  # noqa: E402
+
+ARCHS = ["llama", "mistral", "qwen2", "qwen3"]
+PROMPT_IDS = [1, 17, 42, 99, 256, 3, 500, 77, 128, 311, 64, 9]
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    rel: float               # max |parallm - ref| <= rel * scale, scale = max(1, std(ref))
+    rms_rel: float           # rms(parallm - ref) <= rms_rel * scale
+    min_argmax_agree: float  # fraction of positions where the argmax must agree
+
+
+FLOAT_TOL = Tolerance(rel=1e-4, rms_rel=2e-5, min_argmax_agree=1.0)
+QUANT_TOL = Tolerance(rel=0.2, rms_rel=0.04, min_argmax_agree=2 / 3)
+SAME_WEIGHTS_TOL = Tolerance(rel=1e-5, rms_rel=1e-5, min_argmax_agree=1.0)   # parallm GGUF vs HF
+REFERENCE_SAME_TOL = Tolerance(rel=1e-6, rms_rel=1e-6, min_argmax_agree=1.0)  # reference GGUF vs HF
+
+
+@dataclasses.dataclass(frozen=True)
+class Storage:
+    name: str
+    fmt: str          # gguf | hf | mlx
+    flags: tuple      # extra make-model flags
+    tol: Tolerance
+
+    def out_path(self, workdir, arch, tag=""):
+        base = os.path.join(workdir, f"{arch}{tag}-{self.name}")
+        return base + ".gguf" if self.fmt == "gguf" else base
+
+
+def _gguf(t, tol):
+    return Storage(f"gguf-{t}", "gguf", ("--dtype", t), tol)
+
+
+def _mlx(bits):
+    return Storage(f"mlx-{bits}bit", "mlx", ("--bits", str(bits), "--group-size", "64"), QUANT_TOL)
+
+
+STORAGES = ([_gguf(t, FLOAT_TOL) for t in ("f32", "f16", "bf16")]
+            + [_gguf(t, QUANT_TOL) for t in ("q8_0", "q4_0", "q4_k", "q6_k")]
+            + [Storage("hf-f32", "hf", ("--dtype", "f32"), FLOAT_TOL),
+               Storage("hf-bf16", "hf", ("--dtype", "bf16"), FLOAT_TOL)]
+            + [_mlx(b) for b in (4, 8, 2, 3, 5, 6)])
+BY_NAME = {s.name: s for s in STORAGES}
+
+
+@dataclasses.dataclass
+class Comparison:
+    max_abs: float
+    bound: float
+    rms: float
+    rms_bound: float
+    agree: int        # positions where parallm's argmax equals the reference's
+    n: int
+    ok: bool
+
+    def describe(self):
+        return (f"max|diff|={self.max_abs:.3g} tol={self.bound:.3g} "
+                f"({self.max_abs / self.bound if self.bound else float('inf'):.2f} of tol) "
+                f"rms={self.rms:.3g} ({self.rms / self.rms_bound if self.rms_bound else float('inf'):.2f}) "
+                f"argmax {self.agree}/{self.n}")
+
+
+def compare(ref, got, tol):
+    """THE metric, used by every case: with scale = max(1, std(ref)), max |got - ref| <=
+    tol.rel * scale, rms(got - ref) <= tol.rms_rel * scale, and the argmax of got equals the
+    reference's at >= tol.min_argmax_agree of the positions."""
+    ref = np.asarray(ref, np.float64)
+    got = np.asarray(got, np.float64)
+    if ref.shape != got.shape or not np.all(np.isfinite(got)):
+        return Comparison(float("inf"), 0.0, float("inf"), 0.0, 0, ref.shape[0], False)
+    scale = max(1.0, float(np.std(ref)))
+    diff = got - ref
+    max_abs, rms = float(np.max(np.abs(diff))), float(np.sqrt(np.mean(diff * diff)))
+    agree = int(np.sum(np.argmax(ref, axis=1) == np.argmax(got, axis=1)))
+    ok = (max_abs <= tol.rel * scale and rms <= tol.rms_rel * scale
+          and agree >= np.ceil(tol.min_argmax_agree * len(ref) - 1e-9))
+    return Comparison(max_abs, tol.rel * scale, rms, tol.rms_rel * scale, agree, len(ref), ok)
+
+
+class Runner:
+    def __init__(self, parallm, workdir, seed, verbose):
+        self.cmd = [sys.executable, parallm] if parallm.endswith(".py") else [parallm]
+        self.workdir, self.seed, self.verbose = workdir, seed, verbose
+        self.failures = 0
+
+    def run(self, *args):
+        proc = subprocess.run(self.cmd + list(args), capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0 or self.verbose:
+            sys.stderr.write(f"$ {' '.join(self.cmd + list(args))}\n{proc.stdout}{proc.stderr}")
+        if proc.returncode != 0:
+            raise RuntimeError(f"exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}")
+
+    def make(self, arch, storage, tag="", extra=()):
+        out = storage.out_path(self.workdir, arch, tag)
+        if os.path.isdir(out):
+            shutil.rmtree(out)
+        elif os.path.exists(out):
+            os.remove(out)
+        self.run("make-model", "--arch", arch, "--preset", "tiny", "--format", storage.fmt,
+                 *storage.flags, "--seed", str(self.seed), *extra, "-o", out)
+        return out
+
+    def logits(self, model_path):
+        npy = (model_path[:-5] if model_path.endswith(".gguf") else model_path) + ".parallm.npy"
+        self.run("logits", "-m", model_path, "--prompt-ids", ",".join(map(str, PROMPT_IDS)), "-o", npy)
+        return np.load(npy)
+
+    def report(self, arch, what, cmp=None, error=None, note=""):
+        ok = cmp is not None and cmp.ok and error is None
+        self.failures += 0 if ok else 1
+        detail = error if error is not None else cmp.describe()
+        print(f"{arch:8s} {what:30s} {detail} {note}{'PASS' if ok else 'FAIL'}", flush=True)
+
+
+def check_storage(r, arch, storage, tag="", extra=()):
+    """One case: parallm and the reference on one file. Returns (path, parallm, reference) logits."""
+    try:
+        path = r.make(arch, storage, tag, extra)
+        got = r.logits(path)
+        ref = forward.forward(forward.load_model(path), PROMPT_IDS)
+    except Exception as e:  # noqa: BLE001 - any failure of one case is reported, the rest go on
+        r.report(arch, storage.name + tag, error=f"error: {e}")
+        return None
+    r.report(arch, storage.name + tag, compare(ref, got, storage.tol))
+    return path, got, ref
+
+
+def check_same_weights(r, arch, results, tag=""):
+    """GGUF F32 and HF F32 of one seed hold the same weights in two layouts."""
+    g, h = results.get("gguf-f32"), results.get("hf-f32")
+    if g is None and h is None:
+        return  # neither side selected (or both already reported as errors)
+    if g is None or h is None:
+        r.report(arch, f"gguf-f32=hf-f32{tag}", error="error: a side is missing")
+        return
+    r.report(arch, f"gguf-f32=hf-f32{tag} parallm", compare(h[1], g[1], SAME_WEIGHTS_TOL))
+    r.report(arch, f"gguf-f32=hf-f32{tag} ref", compare(h[2], g[2], REFERENCE_SAME_TOL))
+
+
+def check_rope_scaling(r, storages):
+    """Llama-3 RoPE scaling: the GGUF stores it as rope_freqs.weight, the folders as config
+    rope_scaling. First make sure the case can fail: the scaling must move the reference's logits
+    well beyond the float bound, or a parallm that ignores it would pass."""
+    arch, tag, extra = "llama", "+rope3", ("--rope-scaling", "llama3")
+    results = {}
+    for s in storages:
+        res = check_storage(r, arch, s, tag, extra)
+        if res is not None:
+            results[s.name] = res
+    if "hf-f32" in results:
+        path, _, ref = results["hf-f32"]
+        model = forward.load_model(path)
+        if model.config.inv_freq is None:
+            r.report(arch, "rope3 present", error="error: HF config has no llama3 rope_scaling")
+        else:
+            model.config.inv_freq = None
+            unscaled = forward.forward(model, PROMPT_IDS)
+            cmp = compare(ref, unscaled, Tolerance(rel=10 * FLOAT_TOL.rel, rms_rel=1.0,
+                                                   min_argmax_agree=0.0))
+            # here "ok" would mean the scaling is invisible: the case is sound when it is NOT ok
+            sound = dataclasses.replace(cmp, ok=not cmp.ok)
+            r.report(arch, "rope3 sensitivity", sound,
+                     note="(scaling must move the logits beyond tol) ")
+    check_same_weights(r, arch, results, tag)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--parallm", required=True, help="parallm binary (or fake_parallm.py)")
+    ap.add_argument("--workdir", required=True, help="scratch folder for models and logits")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--only", default="",
+                    help="comma-separated substrings of case labels ARCH-STORAGE, ARCH-same, llama-rope")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args(argv)
+    parallm = os.path.abspath(args.parallm)
+    if not (os.path.isfile(parallm) and (parallm.endswith(".py") or os.access(parallm, os.X_OK))):
+        print(f"FAILED: {args.parallm} is not an executable file (build the parallm target first)")
+        return 2
+    os.makedirs(args.workdir, exist_ok=True)
+    r = Runner(parallm, args.workdir, args.seed, args.verbose)
+    only = [s for s in args.only.split(",") if s]
+
+    def wanted(label):
+        return not only or any(o in label for o in only)
+
+    start = time.time()
+    for arch in ARCHS:
+        results = {}
+        for s in STORAGES:
+            if wanted(f"{arch}-{s.name}"):
+                res = check_storage(r, arch, s)
+                if res is not None:
+                    results[s.name] = res
+        if wanted(f"{arch}-same"):
+            check_same_weights(r, arch, results)
+    if wanted("llama-rope"):
+        check_rope_scaling(r, [BY_NAME[n] for n in ("gguf-f32", "hf-f32", "gguf-q8_0", "mlx-8bit")])
+    print(f"{'FAILED' if r.failures else 'OK'}: {r.failures} failing case(s), "
+          f"{time.time() - start:.1f}s", flush=True)
+    return 1 if r.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

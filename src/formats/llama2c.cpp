@@ -24,9 +24,14 @@ void Carve(TensorSet& set, const uint8_t* base, size_t* offset, const std::strin
 
 Result<Llama2cCheckpoint> ReadLlama2cCheckpoint(const std::string& path) {
   PARALLM_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
-  if (file->size() < 28) return Err("{}: {} bytes is too short for a llama2.c header (28 bytes)", path, file->size());
+  return ParseLlama2cCheckpoint(file->bytes(), path, file);
+}
+
+Result<Llama2cCheckpoint> ParseLlama2cCheckpoint(std::span<const uint8_t> bytes, const std::string& path,
+                                                 std::shared_ptr<const void> owner) {
+  if (bytes.size() < 28) return Err("{}: {} bytes is too short for a llama2.c header (28 bytes)", path, bytes.size());
   int32_t h[7];
-  std::memcpy(h, file->data(), sizeof(h));
+  std::memcpy(h, bytes.data(), sizeof(h));
   Llama2cCheckpoint ckpt;
   Llama2cConfig& c = ckpt.config;
   c.dim = h[0];
@@ -37,10 +42,14 @@ Result<Llama2cCheckpoint> ReadLlama2cCheckpoint(const std::string& path) {
   c.shared_classifier = h[5] > 0;
   c.vocab_size = h[5] > 0 ? h[5] : -h[5];
   c.seq_len = h[6];
-  const int64_t kLimit = 1 << 20;
+  // Bounds far above any real model keep the size arithmetic below from overflowing.
+  static constexpr const char* kFields[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size",
+                                             "seq_len"};
+  static constexpr int64_t kLimits[7] = {1 << 17, 1 << 19, 1 << 10, 1 << 12, 1 << 12, 1 << 22, 1 << 22};
   for (int i = 0; i < 7; ++i) {
-    if (h[i] == 0 || (i != 5 && h[i] < 0) || h[i] > kLimit || h[i] < -kLimit)
-      return Err("{}: not a llama2.c checkpoint (header field {} is {})", path, i, h[i]);
+    int64_t v = i == 5 ? c.vocab_size : h[i];
+    if (v <= 0 || v > kLimits[i])
+      return Err("{}: not a llama2.c checkpoint ({} is {} in the header)", path, kFields[i], h[i]);
   }
   if (c.dim % c.n_heads != 0 || c.n_heads % c.n_kv_heads != 0)
     return Err("{}: inconsistent llama2.c header: dim {} heads {} kv heads {}", path, c.dim, c.n_heads, c.n_kv_heads);
@@ -50,14 +59,14 @@ Result<Llama2cCheckpoint> ReadLlama2cCheckpoint(const std::string& path) {
                    c.seq_len * head;  // + freq_cis real/imag (seq_len x head/2 each)
   if (!c.shared_classifier) floats += V * D;
   int64_t expected = 28 + floats * 4;
-  if (static_cast<int64_t>(file->size()) != expected)
+  if (static_cast<int64_t>(bytes.size()) != expected)
     return Err("{}: size {} does not match its llama2.c header (dim {}, hidden {}, layers {}, heads {}/{}, vocab {}, "
                "seq_len {}: expected {} bytes)",
-               path, file->size(), c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len,
+               path, bytes.size(), c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len,
                expected);
 
   TensorSet& t = ckpt.tensors;
-  const uint8_t* base = file->data();
+  const uint8_t* base = bytes.data();
   size_t off = 28;
   Carve(t, base, &off, "token_embd.weight", {V, D});
   // Per-layer tensors are stored as one array per kind, layer-major: carve one view per layer.
@@ -76,14 +85,18 @@ Result<Llama2cCheckpoint> ReadLlama2cCheckpoint(const std::string& path) {
   Carve(t, base, &off, "output_norm.weight", {D});
   off += static_cast<size_t>(c.seq_len * head) * 4;  // freq_cis_real, freq_cis_imag: recomputed, not read
   if (!c.shared_classifier) Carve(t, base, &off, "output.weight", {V, D});
-  t.owners.push_back(file);
+  if (owner) t.owners.push_back(std::move(owner));
   return ckpt;
 }
 
 Result<Llama2cTokenizer> ReadLlama2cTokenizer(const std::string& path) {
   PARALLM_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
-  const uint8_t* p = file->data();
-  size_t n = file->size(), off = 0;
+  return ParseLlama2cTokenizer(file->bytes(), path);
+}
+
+Result<Llama2cTokenizer> ParseLlama2cTokenizer(std::span<const uint8_t> bytes, const std::string& path) {
+  const uint8_t* p = bytes.data();
+  size_t n = bytes.size(), off = 0;
   auto read_i32 = [&](int32_t* v) {
     if (n - off < 4) return false;
     std::memcpy(v, p + off, 4);

@@ -1,6 +1,9 @@
 // llama2.c checkpoints (karpathy/llama2.c "legacy" version 0 .bin) and its tokenizer.bin.
 #pragma once
 
+#include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,10 @@ struct Llama2cCheckpoint {
   TensorSet tensors;
 };
 Result<Llama2cCheckpoint> ReadLlama2cCheckpoint(const std::string& path);
+// Parses a checkpoint already in memory (fuzzing, tests): views point into `bytes`; `owner` (may be null) is
+// kept alive with them; `name` appears in errors.
+Result<Llama2cCheckpoint> ParseLlama2cCheckpoint(std::span<const uint8_t> bytes, const std::string& name,
+                                                 std::shared_ptr<const void> owner = nullptr);
 
 struct Llama2cTokenizer {
   int max_token_length = 0;
@@ -35,5 +42,6 @@ struct Llama2cTokenizer {
   std::vector<float> scores;
 };
 Result<Llama2cTokenizer> ReadLlama2cTokenizer(const std::string& path);
+Result<Llama2cTokenizer> ParseLlama2cTokenizer(std::span<const uint8_t> bytes, const std::string& name);
 
 }  // namespace parallm

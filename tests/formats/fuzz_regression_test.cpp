@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "formats/gguf.h"
+#include "formats/llama2c.h"
 #include "formats/safetensors.h"
 
 namespace parallm {
@@ -51,6 +52,19 @@ TEST(FuzzRegression, SafetensorsCorpusParsesOrFailsCleanly) {
       EXPECT_FALSE(r.status().message().empty()) << f;
     }
   }
+}
+
+TEST(FuzzRegression, Llama2cCorpusParsesOrFailsCleanly) {
+  auto files = CorpusFiles("llama2c");
+  ASSERT_FALSE(files.empty()) << "the llama2c corpus is missing";
+  int parsed = 0;
+  for (const auto& f : files) {
+    std::vector<uint8_t> bytes = ReadBytes(f);
+    auto ckpt = ParseLlama2cCheckpoint(bytes, f.filename().string());
+    auto tok = ParseLlama2cTokenizer(bytes, f.filename().string());
+    parsed += ckpt.ok() + tok.ok();
+  }
+  EXPECT_GE(parsed, 3);  // the seeds include valid checkpoints and a valid tokenizer
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // `parallm make-model`: writes a random-weight model of any supported family, by preset or explicit sizes,
 // as GGUF (any writable type), a Hugging Face folder or an MLX-quantized folder.
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -22,6 +24,7 @@ struct MakeModelOptions {
   int bits = 4;
   int group_size = 64;
   std::string rope_scaling;
+  std::string tokenizer;
   uint64_t seed = 0;
   std::string output;
 };
@@ -51,14 +54,43 @@ int Run(const MakeModelOptions& o) {
   auto options = ParseWriteOptions(o.format, o.dtype, o.bits, o.group_size);
   if (!options.ok()) return Fail(options.status().message());
   options->name = "parallm-synthetic-" + o.preset;
-  if (c.vocab < 258) return Fail("--vocab must be at least 258 (256 bytes + bos + eos)");
+  // The vocabulary: a given tokenizer.json (the model's vocabulary grows to hold it), or the built-in one.
+  Vocab vocab;
+  std::string tokenizer_json;
+  if (!o.tokenizer.empty()) {
+    tokenizer_json = std::filesystem::is_directory(o.tokenizer) ? o.tokenizer + "/tokenizer.json" : o.tokenizer;
+    auto loaded = Vocab::FromTokenizerJson(tokenizer_json);
+    if (!loaded.ok()) return Fail(loaded.status().message());
+    vocab = std::move(*loaded);
+    if (o.vocab > 0 && o.vocab < vocab.size())
+      return Fail(fmt::format("--vocab {} is smaller than the tokenizer's {} tokens", o.vocab, vocab.size()));
+    c.vocab = std::max(o.vocab, vocab.size());
+    if (options->format == ModelFormat::kGguf && !vocab.WritableToGguf())
+      return Fail(fmt::format("{}: a SentencePiece-style tokenizer.json cannot be embedded in GGUF (GGUF takes its "
+                              "scores from tokenizer.model); use --format hf or mlx",
+                              tokenizer_json));
+    vocab.PadTo(c.vocab);
+  } else {
+    if (c.vocab < 258) return Fail("--vocab must be at least 258 (256 bytes + bos + eos)");
+    vocab = Vocab::ByteLevel(c.vocab);
+  }
   auto start = std::chrono::steady_clock::now();
-  ModelWriter writer(c, RopeStyle::kHalf, *options, Vocab::ByteLevel(c.vocab));
+  ModelWriter writer(c, RopeStyle::kHalf, *options, vocab);
   Status st = GenerateRandomWeights(c, o.seed, [&](const std::string& name, std::vector<int64_t> shape,
                                                    std::vector<float> values) {
     return writer.Add(name, std::move(shape), std::move(values));
   });
   if (st.ok()) st = writer.Finish(o.output);
+  if (st.ok() && !tokenizer_json.empty() && options->format != ModelFormat::kGguf) {
+    // Folders carry the tokenizer files themselves, as on the Hugging Face hub.
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::copy_file(tokenizer_json, fs::path(o.output) / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
+    fs::path config = fs::path(tokenizer_json).parent_path() / "tokenizer_config.json";
+    if (!ec && fs::exists(config))
+      fs::copy_file(config, fs::path(o.output) / "tokenizer_config.json", fs::copy_options::overwrite_existing, ec);
+    if (ec) st = Err("{}: cannot copy the tokenizer files: {}", o.output, ec.message());
+  }
   if (!st.ok()) return Fail(st.message());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "wrote %s (%s, %s) in %.1f s\n", o.output.c_str(), o.format.c_str(), Describe(c).c_str(), secs);
@@ -86,6 +118,8 @@ void AddMakeModelCommand(CLI::App& app) {
   cmd->add_option("--bits", o->bits, "MLX: bits per weight (2, 3, 4, 5, 6, 8)")->capture_default_str();
   cmd->add_option("--group-size", o->group_size, "MLX: values per scale/bias group (32, 64, 128)")->capture_default_str();
   cmd->add_option("--rope-scaling", o->rope_scaling, "llama3: Llama-3 RoPE scaling (factor 8, original context 512)");
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "tokenizer.json (or a folder with it) to give the model; default: a built-in byte-level vocabulary");
   cmd->add_option("--seed", o->seed, "Random seed; the same seed gives the same weights in every format")
       ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "Output .gguf file or folder")->required();

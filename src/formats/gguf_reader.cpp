@@ -16,6 +16,8 @@ namespace {
 
 constexpr uint32_t kMaxDims = 4;          // GGML_MAX_DIMS
 constexpr int kMaxArrayDepth = 8;         // arrays of arrays are legal; this bounds the recursion
+// Each value costs ~100 bytes in memory; real arrays (vocabularies, merges) hold at most a few hundred thousand.
+constexpr uint64_t kMaxArrayElements = uint64_t{1} << 24;
 constexpr uint64_t kDefaultAlignment = 32;  // GGUF_DEFAULT_ALIGNMENT
 // Smallest possible encodings, used to reject counts the remaining bytes cannot hold before allocating:
 // a kv pair is a key string (u64 length) + u32 type + a value of >= 1 byte; a tensor info is a name string
@@ -117,6 +119,9 @@ Status ReadArray(Cursor& c, int depth, GgufValue* out) {
                "bytes remain",
                count, TypeName(et), c.pos(), min_bytes, c.remaining());
   }
+  if (count > kMaxArrayElements)
+    return Err("array of {} values at offset {} exceeds the limit of {} values per array", count, c.pos(),
+               kMaxArrayElements);
   out->array_type = et;
   out->array.clear();
   out->array.reserve(static_cast<size_t>(count));

@@ -1,7 +1,12 @@
 // Vocab: reading and writing tokenizer.ggml.* metadata, and decoding ids to text.
 #include "tokenizer/vocab.h"
 
+#include <filesystem>
+#include <map>
+
 #include "formats/gguf.h"
+#include "formats/hf_folder.h"
+#include "util/mapped_file.h"
 #include "formats/llama2c.h"
 
 namespace parallm {
@@ -106,6 +111,90 @@ Vocab Vocab::FromLlama2c(const Llama2cTokenizer& tok) {
   return v;
 }
 
+Result<Vocab> Vocab::FromTokenizerJson(const std::string& path) {
+  PARALLM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  PARALLM_ASSIGN_OR_RETURN(boost::json::value root, ParseJson(text, path));
+  if (!root.is_object()) return Err("{}: not a JSON object", path);
+  const boost::json::object& j = root.as_object();
+  const boost::json::value* model = j.if_contains("model");
+  if (model == nullptr || !model->is_object()) return Err("{}: no \"model\" object", path);
+  const boost::json::object& m = model->as_object();
+  const boost::json::value* type = m.if_contains("type");
+  if (type == nullptr || !type->is_string() || type->as_string() != "BPE")
+    return Err("{}: only BPE tokenizer models are supported", path);
+  const boost::json::value* decoder = j.if_contains("decoder");
+  const bool byte_level = decoder != nullptr && decoder->is_object() && decoder->as_object().contains("type") &&
+                          decoder->as_object().at("type") == "ByteLevel";
+  Vocab v;
+  v.model = byte_level ? "gpt2" : "hf-sentencepiece";
+  std::map<int64_t, std::pair<std::string, TokenType>> by_id;
+  const boost::json::value* vocab = m.if_contains("vocab");
+  if (vocab == nullptr || !vocab->is_object()) return Err("{}: model.vocab is missing", path);
+  for (const auto& [piece, id] : vocab->as_object()) {
+    if (!id.is_int64() || id.as_int64() < 0 || id.as_int64() > (1 << 24))
+      return Err("{}: token '{}' has an invalid id", path, std::string(piece));
+    by_id[id.as_int64()] = {std::string(piece), TokenType::kNormal};
+  }
+  if (const boost::json::value* added = j.if_contains("added_tokens"); added && added->is_array()) {
+    for (const boost::json::value& t : added->as_array()) {
+      if (!t.is_object() || !t.as_object().contains("id") || !t.as_object().contains("content")) continue;
+      const auto& o = t.as_object();
+      if (!o.at("id").is_int64() || !o.at("content").is_string()) continue;
+      bool special = o.contains("special") && o.at("special").is_bool() && o.at("special").as_bool();
+      by_id[o.at("id").as_int64()] = {std::string(o.at("content").as_string()),
+                                      special ? TokenType::kControl : TokenType::kUserDefined};
+    }
+  }
+  if (by_id.empty()) return Err("{}: empty vocabulary", path);
+  const int64_t n = by_id.rbegin()->first + 1;
+  for (int64_t id = 0; id < n; ++id) {
+    auto it = by_id.find(id);
+    v.tokens.push_back(it != by_id.end() ? it->second.first : "[PAD" + std::to_string(id) + "]");
+    v.types.push_back(static_cast<int32_t>(it != by_id.end() ? it->second.second : TokenType::kUnused));
+  }
+  if (const boost::json::value* merges = m.if_contains("merges"); merges && merges->is_array()) {
+    for (const boost::json::value& mg : merges->as_array()) {
+      if (mg.is_string()) {
+        v.merges.emplace_back(mg.as_string());
+      } else if (mg.is_array() && mg.as_array().size() == 2 && mg.as_array()[0].is_string() &&
+                 mg.as_array()[1].is_string()) {
+        v.merges.push_back(std::string(mg.as_array()[0].as_string()) + " " + std::string(mg.as_array()[1].as_string()));
+      } else {
+        return Err("{}: a merge is neither \"a b\" nor [\"a\", \"b\"]", path);
+      }
+    }
+  }
+  // BOS/EOS come from tokenizer_config.json beside it: strings, or {"content": ...} objects.
+  std::string config_path = (std::filesystem::path(path).parent_path() / "tokenizer_config.json").string();
+  if (std::filesystem::exists(config_path)) {
+    PARALLM_ASSIGN_OR_RETURN(std::string config_text, ReadTextFile(config_path));
+    PARALLM_ASSIGN_OR_RETURN(boost::json::value config, ParseJson(config_text, config_path));
+    if (config.is_object()) {
+      auto find_id = [&](const char* key) -> int32_t {
+        const boost::json::value* t = config.as_object().if_contains(key);
+        if (t && t->is_object() && t->as_object().contains("content")) t = &t->as_object().at("content");
+        if (t == nullptr || !t->is_string()) return -1;
+        for (size_t i = 0; i < v.tokens.size(); ++i)
+          if (v.tokens[i] == t->as_string()) return static_cast<int32_t>(i);
+        return -1;
+      };
+      v.bos = find_id("bos_token");
+      v.eos = find_id("eos_token");
+      const boost::json::value* add = config.as_object().if_contains("add_bos_token");
+      v.add_bos = add && add->is_bool() && add->as_bool() && v.bos >= 0;
+    }
+  }
+  return v;
+}
+
+void Vocab::PadTo(int32_t n) {
+  for (int32_t i = 0; size() < n; ++i) {
+    tokens.push_back("<|extra_" + std::to_string(i) + "|>");
+    types.push_back(static_cast<int32_t>(TokenType::kUnused));
+    if (!scores.empty()) scores.push_back(0.0f);
+  }
+}
+
 Vocab Vocab::ByteLevel(int32_t size) {
   Vocab v;
   v.model = "gpt2";
@@ -120,10 +209,7 @@ Vocab Vocab::ByteLevel(int32_t size) {
   v.eos = static_cast<int32_t>(v.tokens.size());
   v.tokens.push_back("<|eos|>");
   v.types.push_back(static_cast<int32_t>(TokenType::kControl));
-  for (int32_t i = 0; static_cast<int32_t>(v.tokens.size()) < size; ++i) {
-    v.tokens.push_back("<|extra_" + std::to_string(i) + "|>");
-    v.types.push_back(static_cast<int32_t>(TokenType::kUserDefined));
-  }
+  v.PadTo(size);
   v.add_bos = false;
   return v;
 }
@@ -150,7 +236,7 @@ std::string Vocab::Decode(std::span<const int32_t> ids) const {
     const int32_t type = i < types.size() ? types[i] : static_cast<int32_t>(TokenType::kNormal);
     if (type == static_cast<int32_t>(TokenType::kControl) || type == static_cast<int32_t>(TokenType::kUnused)) continue;
     const std::string& piece = tokens[i];
-    if (model == "llama") {
+    if (model != "gpt2") {  // SentencePiece pieces
       if (type == static_cast<int32_t>(TokenType::kByte) && piece.size() == 6) {
         int hi = HexNibble(piece[3]), lo = HexNibble(piece[4]);
         if (hi >= 0 && lo >= 0) {
@@ -182,7 +268,7 @@ std::string Vocab::Decode(std::span<const int32_t> ids) const {
       }
     }
   }
-  if (model == "llama" && !out.empty() && out[0] == ' ') out.erase(0, 1);
+  if (model != "gpt2" && !out.empty() && out[0] == ' ') out.erase(0, 1);
   return out;
 }
 

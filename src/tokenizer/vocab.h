@@ -20,7 +20,10 @@ struct Llama2cTokenizer;
 enum class TokenType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
 
 struct Vocab {
-  std::string model;  // "llama" (SentencePiece pieces with U+2581 for space) or "gpt2" (byte-level BPE)
+  // "llama" (SentencePiece pieces with U+2581 for space), "gpt2" (byte-level BPE), or "hf-sentencepiece"
+  // (a SentencePiece-style tokenizer.json: decodable, but not writable to GGUF).
+  std::string model;
+  bool WritableToGguf() const { return model == "llama" || model == "gpt2"; }
   std::vector<std::string> tokens;
   std::vector<float> scores;      // llama only
   std::vector<int32_t> types;     // TokenType values
@@ -34,6 +37,12 @@ struct Vocab {
   static Result<Vocab> FromGguf(const GgufFile& file, const std::string& path);
   // A llama2.c tokenizer.bin as a SentencePiece-style vocabulary (ids 0 <unk>, 1 <s>, 2 </s>, 3..258 bytes).
   static Vocab FromLlama2c(const Llama2cTokenizer& tok);
+  // A Hugging Face BPE tokenizer.json (with tokenizer_config.json beside it for BOS/EOS, when present).
+  // Byte-level BPE (GPT-2, Llama 3, Qwen2/3) becomes the GGUF "gpt2" layout; SentencePiece-style BPE (Llama 2,
+  // Phi-3, Gemma) gets model "hf-sentencepiece", which GGUF cannot hold (it takes scores from tokenizer.model).
+  static Result<Vocab> FromTokenizerJson(const std::string& path);
+  // Pads with unused "<|extra_N|>" tokens to `size` (models pad vocabularies to a round number).
+  void PadTo(int32_t size);
   // The built-in byte-level vocabulary for generated models: 256 byte tokens, <|bos|>, <|eos|>, then
   // <|extra_N|> fillers up to `size` (>= 258).
   static Vocab ByteLevel(int32_t size);

@@ -7,6 +7,7 @@
 #include "formats/llama2c.h"
 #include "model/loader.h"
 #include "model/model_writer.h"
+#include "util/progress.h"
 
 namespace parallm::cli {
 
@@ -35,10 +36,14 @@ int Run(const ConvertOptions& o) {
   auto options = ParseWriteOptions(o.to, dtype, o.bits, o.group_size);
   if (!options.ok()) return Fail(options.status().message());
   ModelWriter writer(loaded->config, loaded->config.rope_style, *options, *vocab);
+  ProgressBar progress("converting " + o.input, static_cast<double>(ParameterCount(loaded->config)) / 1e6,
+                       "M params");
   Status st = EmitWeights(loaded->config, loaded->weights,
                           [&](const std::string& name, std::vector<int64_t> shape, std::vector<float> values) {
+                            progress.Add(static_cast<double>(values.size()) / 1e6);
                             return writer.Add(name, std::move(shape), std::move(values));
                           });
+  progress.Finish();
   if (st.ok()) st = writer.Finish(o.output);
   if (!st.ok()) return Fail(st.message());
   std::fprintf(stderr, "wrote %s (%s, %s)\n", o.output.c_str(), o.to.c_str(), Describe(loaded->config).c_str());

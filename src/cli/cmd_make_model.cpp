@@ -10,6 +10,7 @@
 #include "model/arch/arch.h"
 #include "model/model_writer.h"
 #include "model/synthetic.h"
+#include "util/progress.h"
 #include "util/strings.h"
 
 namespace parallm::cli {
@@ -76,10 +77,13 @@ int Run(const MakeModelOptions& o) {
   }
   auto start = std::chrono::steady_clock::now();
   ModelWriter writer(c, RopeStyle::kHalf, *options, vocab);
+  ProgressBar progress("generating " + o.output, static_cast<double>(ParameterCount(c)) / 1e6, "M params");
   Status st = GenerateRandomWeights(c, o.seed, [&](const std::string& name, std::vector<int64_t> shape,
                                                    std::vector<float> values) {
+    progress.Add(static_cast<double>(values.size()) / 1e6);
     return writer.Add(name, std::move(shape), std::move(values));
   });
+  progress.Finish();
   if (st.ok()) st = writer.Finish(o.output);
   if (st.ok() && !tokenizer_json.empty() && options->format != ModelFormat::kGguf) {
     // Folders carry the tokenizer files themselves, as on the Hugging Face hub.

@@ -18,6 +18,14 @@ std::string ArchName(Arch a) {
   return "?";
 }
 
+int64_t ParameterCount(const ModelConfig& c) {
+  const int64_t H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), F = c.ffn, V = c.vocab;
+  int64_t layer = 2 * H + H * Q + 2 * H * KV + Q * H + 3 * H * F;
+  if (c.qkv_bias) layer += Q + 2 * KV;
+  if (c.qk_norm) layer += 2 * c.head_dim;
+  return V * H * (c.tied_embeddings ? 1 : 2) + c.n_layers * layer + H;
+}
+
 std::string Describe(const ModelConfig& c) {
   return fmt::format("{}: {} layers, hidden {}, heads {}/{} x {}, ffn {}, vocab {}{}{}{}", ArchName(c.arch), c.n_layers,
                      c.hidden, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn, c.vocab,

@@ -44,7 +44,9 @@ struct ModelConfig {
   int kv_dim() const { return n_kv_heads * head_dim; }
 };
 
-std::string ArchName(Arch a);  // "llama", "mistral", "qwen2", "qwen3"
+std::string ArchName(Arch a);
+// Number of weights (matrices, norms, biases): what a model of this shape stores.
+int64_t ParameterCount(const ModelConfig& c);  // "llama", "mistral", "qwen2", "qwen3"
 // One-line summary: "qwen2: 24 layers, hidden 896, heads 14/2 x 64, ffn 4864, vocab 151936"
 std::string Describe(const ModelConfig& c);
 

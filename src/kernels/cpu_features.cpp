@@ -1,1 +1,95 @@
-// placeholder: being written
+// CPU feature detection (GCC's __builtin_cpu_supports, which also checks that the OS saves the vector
+// state) and the process-wide choice of kernel path: best supported, or PARALLM_ISA, or ForceIsa.
+#include "kernels/cpu_features.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "util/check.h"
+
+namespace parallm {
+namespace {
+
+constexpr int kUnset = -1;
+std::atomic<int> g_forced{kUnset};
+
+bool Detect(IsaPath p) {
+  switch (p) {
+    case IsaPath::kScalar:
+      return true;
+#if defined(__x86_64__) || defined(__i386__)
+    case IsaPath::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    case IsaPath::kAvxVnni:
+      return Detect(IsaPath::kAvx2) && __builtin_cpu_supports("avxvnni");
+    case IsaPath::kAvx512:
+      return Detect(IsaPath::kAvx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#endif
+    default:
+      return false;  // kNeon: no NEON kernels are compiled yet (TODO), so the path is never offered
+  }
+}
+
+IsaPath FromEnv() {
+  const char* env = std::getenv("PARALLM_ISA");
+  if (env == nullptr || *env == '\0') return BestSupportedIsa();
+  std::string v(env);
+  for (IsaPath p : {IsaPath::kScalar, IsaPath::kAvx2, IsaPath::kAvxVnni, IsaPath::kAvx512, IsaPath::kNeon}) {
+    if (v == IsaName(p)) {
+      if (IsIsaSupported(p)) return p;
+      std::fprintf(stderr, "PARALLM_ISA=%s is not supported by this CPU; using %s\n", env,
+                   std::string(IsaName(BestSupportedIsa())).c_str());
+      return BestSupportedIsa();
+    }
+  }
+  std::fprintf(stderr, "PARALLM_ISA=%s is unknown (scalar|avx2|avxvnni|avx512); using %s\n", env,
+               std::string(IsaName(BestSupportedIsa())).c_str());
+  return BestSupportedIsa();
+}
+
+}  // namespace
+
+std::string_view IsaName(IsaPath p) {
+  switch (p) {
+    case IsaPath::kScalar:
+      return "scalar";
+    case IsaPath::kAvx2:
+      return "avx2";
+    case IsaPath::kAvxVnni:
+      return "avxvnni";
+    case IsaPath::kAvx512:
+      return "avx512";
+    case IsaPath::kNeon:
+      return "neon";
+  }
+  return "?";
+}
+
+bool IsIsaSupported(IsaPath p) {
+  static const bool supported[5] = {Detect(IsaPath::kScalar), Detect(IsaPath::kAvx2), Detect(IsaPath::kAvxVnni),
+                                    Detect(IsaPath::kAvx512), Detect(IsaPath::kNeon)};
+  return supported[static_cast<int>(p)];
+}
+
+IsaPath BestSupportedIsa() {
+  for (IsaPath p : {IsaPath::kAvx512, IsaPath::kAvxVnni, IsaPath::kAvx2, IsaPath::kNeon})
+    if (IsIsaSupported(p)) return p;
+  return IsaPath::kScalar;
+}
+
+IsaPath ActiveIsa() {
+  int forced = g_forced.load(std::memory_order_relaxed);
+  if (forced != kUnset) return static_cast<IsaPath>(forced);
+  static const IsaPath from_env = FromEnv();
+  return from_env;
+}
+
+void ForceIsa(IsaPath p) {
+  PARALLM_CHECK_MSG(IsIsaSupported(p), "ForceIsa: path not supported on this CPU");
+  g_forced.store(static_cast<int>(p), std::memory_order_relaxed);
+}
+
+}  // namespace parallm

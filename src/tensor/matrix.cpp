@@ -1,1 +1,23 @@
-// placeholder: being written
+// DequantizeMatrixRow: one row of any MatrixView to f32 through the reference conversions.
+#include "tensor/matrix.h"
+
+#include "tensor/quant.h"
+#include "util/check.h"
+
+namespace parallm {
+
+void DequantizeMatrixRow(const MatrixView& m, int64_t r, float* dst) {
+  PARALLM_CHECK(r >= 0 && r < m.rows);
+  if (m.kind == MatrixView::Kind::kDense) {
+    DequantizeRow(m.dtype, m.Row(r), dst, m.cols);
+    return;
+  }
+  PARALLM_CHECK(IsSupportedMlxAffine(m.mlx) && m.cols % m.mlx.group_size == 0);
+  int64_t groups = m.cols / m.mlx.group_size;
+  size_t scale_bytes = Info(m.dtype).block_bytes;
+  size_t offset = static_cast<size_t>(r * groups) * scale_bytes;
+  MlxDequantizeRow(m.mlx, reinterpret_cast<const uint32_t*>(m.Row(r)), m.scales + offset, m.biases + offset,
+                   m.dtype, dst, m.cols);
+}
+
+}  // namespace parallm

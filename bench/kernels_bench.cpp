@@ -1,0 +1,180 @@
+// MatMul microbenchmarks on Qwen2.5-0.5B's shapes, per weight type, kernel path, token count and threads.
+// Counters: GOP/s (2 * rows * cols * tokens per second) and GB/s of weight bytes streamed.
+//
+//   build-kern/bench/kernels_bench --benchmark_filter='MatMul/q8_0/avx512/.*' --benchmark_min_time=0.3
+//
+// Benchmark names: MatMul/<type>/<isa>/<shape>/tokens:<n>/threads:<t>, shape one of
+//   up   = 4864 x 896   (FFN gate/up: 4864 rows, 896 columns)
+//   down = 896 x 4864   (FFN down)
+//   head = 151936 x 896 (LM head, a quarter of the model's weights)
+//   l2   = 512 x 1024   (fits in L2: the kernel's compute ceiling, no memory stalls)
+// K-quants need columns in multiples of 256, so they skip up and head (896 columns).
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
+#include "tensor/mlx_affine.h"
+#include "tensor/quant.h"
+#include "util/thread_pool.h"
+
+namespace parallm {
+namespace {
+
+struct WType {
+  std::string name;
+  DType dtype;
+  bool mlx = false;
+  MlxAffineParams p{};
+};
+
+struct Shape {
+  std::string name;
+  int64_t rows, cols;
+};
+
+// Weights of one type and shape; only the most recent one is kept (the LM head is 0.1-0.6 GB).
+struct Weights {
+  std::vector<uint8_t> data, scales, biases;
+  MatrixView view;
+  size_t bytes = 0;
+};
+
+// 256 distinct random rows, repeated: streaming cost does not depend on the values.
+std::shared_ptr<Weights> MakeWeights(const WType& t, const Shape& s) {
+  static std::string cached_key;
+  static std::shared_ptr<Weights> cached;
+  std::string key = t.name + "/" + s.name;
+  if (key == cached_key) return cached;
+  cached.reset();
+  auto w = std::make_shared<Weights>();
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<float> row(static_cast<size_t>(s.cols));
+  MatrixView& v = w->view;
+  v.rows = s.rows;
+  v.cols = s.cols;
+  v.dtype = t.dtype;
+  const int64_t distinct = 256;
+  if (!t.mlx) {
+    v.row_bytes = RowBytes(t.dtype, s.cols);
+    w->data.resize(v.row_bytes * s.rows);
+    for (int64_t r = 0; r < s.rows; ++r) {
+      uint8_t* dst = w->data.data() + r * v.row_bytes;
+      if (r < distinct) {
+        for (float& x : row) x = dist(rng);
+        QuantizeRow(t.dtype, row.data(), dst, s.cols);
+      } else {
+        std::memcpy(dst, w->data.data() + (r % distinct) * v.row_bytes, v.row_bytes);
+      }
+    }
+    w->bytes = w->data.size();
+  } else {
+    v.kind = MatrixView::Kind::kMlxAffine;
+    v.mlx = t.p;
+    v.row_bytes = static_cast<size_t>(s.cols * t.p.bits / 8);
+    const size_t sb = Info(t.dtype).block_bytes, gb = static_cast<size_t>(s.cols / t.p.group_size) * sb;
+    w->data.resize(v.row_bytes * s.rows);
+    w->scales.resize(gb * s.rows);
+    w->biases.resize(gb * s.rows);
+    for (int64_t r = 0; r < s.rows; ++r) {
+      if (r < distinct) {
+        for (float& x : row) x = dist(rng);
+        MlxQuantizeRow(t.p, row.data(), s.cols, t.dtype, reinterpret_cast<uint32_t*>(w->data.data() + r * v.row_bytes),
+                       w->scales.data() + r * gb, w->biases.data() + r * gb);
+      } else {
+        std::memcpy(w->data.data() + r * v.row_bytes, w->data.data() + (r % distinct) * v.row_bytes, v.row_bytes);
+        std::memcpy(w->scales.data() + r * gb, w->scales.data() + (r % distinct) * gb, gb);
+        std::memcpy(w->biases.data() + r * gb, w->biases.data() + (r % distinct) * gb, gb);
+      }
+    }
+    v.scales = w->scales.data();
+    v.biases = w->biases.data();
+    w->bytes = w->data.size() + w->scales.size() + w->biases.size();
+  }
+  v.data = w->data.data();
+  cached_key = key;
+  cached = w;
+  return w;
+}
+
+ThreadPool* Pool(int threads) {
+  static std::map<int, std::unique_ptr<ThreadPool>> pools;
+  auto& p = pools[threads];
+  if (!p) p = std::make_unique<ThreadPool>(threads);
+  return p.get();
+}
+
+void BM_MatMul(benchmark::State& state, WType t, IsaPath isa, Shape s, int64_t n_tokens, int threads) {
+  if (!IsIsaSupported(isa)) {
+    state.SkipWithError("path not supported on this CPU");
+    return;
+  }
+  ForceIsa(isa);
+  auto w = MakeWeights(t, s);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n_tokens * s.cols)), y(static_cast<size_t>(n_tokens * s.rows));
+  for (float& v : x) v = dist(rng);
+  ThreadPool* pool = threads > 1 ? Pool(threads) : nullptr;
+  for (auto _ : state) {
+    MatMul(w->view, x.data(), n_tokens, y.data(), s.rows, pool);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double ops = 2.0 * static_cast<double>(s.rows) * static_cast<double>(s.cols) * static_cast<double>(n_tokens);
+  state.counters["GOP/s"] = benchmark::Counter(ops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(w->bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  ForceIsa(BestSupportedIsa());
+}
+
+void Register() {
+  const std::vector<WType> types = {
+      {"q8_0", DType::kQ8_0},  {"q4_0", DType::kQ4_0},  {"q4_k", DType::kQ4_K},
+      {"q6_k", DType::kQ6_K},  {"f32", DType::kF32},    {"f16", DType::kF16},
+      {"bf16", DType::kBF16},  {"mlx4g64", DType::kBF16, true, {4, 64}}, {"mlx8g64", DType::kBF16, true, {8, 64}},
+      {"mlx3g64", DType::kBF16, true, {3, 64}},
+  };
+  // "l2": a 512 x 1024 slice that stays in L2 across iterations: the compute ceiling without memory stalls.
+  const std::vector<Shape> shapes = {{"up", 4864, 896}, {"down", 896, 4864}, {"head", 151936, 896}, {"l2", 512, 1024}};
+  // Grouped by type and shape so each weight matrix is built once.
+  for (const WType& t : types) {
+    for (const Shape& s : shapes) {
+      if ((t.dtype == DType::kQ4_K || t.dtype == DType::kQ6_K) && !t.mlx && s.cols % 256 != 0) continue;
+      for (IsaPath isa : {IsaPath::kAvx512, IsaPath::kAvxVnni, IsaPath::kAvx2, IsaPath::kScalar}) {
+        for (int64_t n : {1, 8, 32, 64}) {
+          for (int threads : {1, 2}) {
+            // The scalar twin is a reference, not a contender: one small point for scale.
+            if (isa == IsaPath::kScalar && (s.name != "up" || n > 8 || threads != 1)) continue;
+            std::string name = "MatMul/" + t.name + "/" + std::string(IsaName(isa)) + "/" + s.name +
+                               "/tokens:" + std::to_string(n) + "/threads:" + std::to_string(threads);
+            auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, isa, s, n, threads);
+            b->Unit(benchmark::kMillisecond);
+            // One thread: rates per CPU second of that thread (robust on a shared machine). Two threads:
+            // rates per wall-clock second (the CPU column then shows the calling thread only).
+            if (threads > 1) b->UseRealTime();
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace parallm
+
+int main(int argc, char** argv) {
+  parallm::Register();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,41 @@
+// Paged attention for one token: its query heads attend causally over its sequence's cached keys and values,
+// read through the sequence's block table. Grouped-query attention: query head h reads KV head
+// h / (n_heads / n_kv_heads).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace parallm {
+
+// One layer's KV storage as the kernel reads it: slot s (= block * block_size + offset) holds n_kv_heads x
+// head_dim keys at keys + s * slot_stride (values likewise).
+struct PagedKvView {
+  const float* keys = nullptr;
+  const float* values = nullptr;
+  int64_t slot_stride = 0;  // floats per slot
+  int block_size = 16;
+};
+
+struct AttentionShape {
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  float scale = 1.0f;  // usually 1/sqrt(head_dim)
+};
+
+// q: [n_heads, head_dim] of one token; out: [n_heads, head_dim]. Attends to positions [0, n_ctx), whose slots
+// are block_table[j / block_size] * block_size + j % block_size. `scratch` holds n_ctx floats.
+// Only the heads in [kv_head_begin, kv_head_end) of KV heads (and their query heads) are computed, so callers can
+// split one token's work across threads. The result for a head never depends on the split or on other tokens.
+void PagedAttention(const float* q, const AttentionShape& shape, const PagedKvView& kv,
+                    std::span<const int32_t> block_table, int64_t n_ctx, int kv_head_begin, int kv_head_end,
+                    float* scratch, float* out);
+
+namespace ref {
+void PagedAttention(const float* q, const AttentionShape& shape, const PagedKvView& kv,
+                    std::span<const int32_t> block_table, int64_t n_ctx, int kv_head_begin, int kv_head_end,
+                    float* scratch, float* out);
+}  // namespace ref
+
+}  // namespace parallm

@@ -1,0 +1,547 @@
+// AVX-512 (F/BW/VL + VNNI) MatMul kernels: the int8 path with vpdpbusd on 512-bit registers, and the f32
+// FMA path for float weights.
+//
+// Int8 path layout: one weight row per 32-bit lane, 16 rows per "row group". For each 32-column block, the
+// panel holds 8 zmm registers: register j has, in lane i, codes 4j..4j+3 of row i (unsigned bytes: the
+// format's codes, offset where needed, see x86_unpack-inl.h). vpdpbusd(acc, panel_j, broadcast(x[4j..4j+3])) then adds one 4-term dot per row, so after 8
+// steps lane i holds the exact int32 block dot of row i, no horizontal reduction needed. The f32 tail of
+// the formula in matmul_internal.h (cvt, scale * dx, fma, bias fma) runs lane-wise, so each output sees
+// exactly the scalar twin's operations, whatever the tile: tokens only change which register a lane's
+// accumulator sits in, never the operations on it. Hence batch invariance and fast == ref bit for bit.
+//
+// Panels are built on the fly (row blocks transposed in registers) for a chunk of kChunkBlocks blocks of
+// one row group, then reused by every token tile: a register tile is 16 rows x up to kTokTile tokens, so a
+// panel load feeds kTokTile vpdpbusd. Panel chunk (~20 KB) and a token tile's activations stay in L1.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "kernels/matmul_internal.h"
+#include "tensor/fp16.h"
+#include "tensor/quant.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+// GCC 12's AVX-512 shuffle/extract intrinsics pass _mm512_undefined_*() as the (unused) merge source,
+// which -Wuninitialized reports falsely.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace parallm::mm {
+namespace {
+
+#include "kernels/cpu/x86_unpack-inl.h"
+
+constexpr int kRows = 16;          // rows per group: one per 32-bit lane of a zmm
+constexpr int kChunkBlocks = 32;   // 32-column blocks per panel chunk (1024 columns)
+constexpr int kTokTile = 8;        // tokens per register tile: 8 int32 + 8 f32 accumulators
+constexpr int kPrefetchChunks = 1;  // software prefetch distance in panel chunks (2 and 4 measured no better)
+constexpr int kTokBlock = 256;
+constexpr double kStreamOutputBytes = 16e6;  // outputs larger than this bypass the caches     // tokens per panel pass (bounds the accumulators, keeps activations in L2)
+constexpr int kCodeBytes = 8 * 64; // a block's codes for 16 rows
+
+// Params after the codes: scale0, then scale1 (Q6_K) or bias (Q4_K, MLX), 16 floats each.
+int ParamVectors(QFormat f) { return f == QFormat::kQ6_K || HasBias(f) ? 2 : 1; }
+int64_t BlockStride(QFormat f) { return kCodeBytes + 64 * ParamVectors(f); }
+
+// Transposes 16 rows x 8 dwords (the code bytes of one block per row) into 8 zmm of 16 lanes:
+// out[j] lane i = row i dword j. z[i] holds rows (i, i+4) and z[4+i] rows (8+i, 12+i) in its 256-bit halves;
+// two unpack stages transpose 4x4 dwords inside each 128-bit lane, and pairing the rows that way makes the
+// final 128-bit lane shuffle land them in natural order. 24 shuffles, all in registers.
+#define PARALLM_INLINE inline __attribute__((always_inline))
+PARALLM_INLINE void Transpose4(__m512i a, __m512i b, __m512i c, __m512i d, __m512i* o0, __m512i* o1,
+                               __m512i* o2, __m512i* o3) {
+  const __m512i t0 = _mm512_unpacklo_epi32(a, b), t1 = _mm512_unpackhi_epi32(a, b);
+  const __m512i t2 = _mm512_unpacklo_epi32(c, d), t3 = _mm512_unpackhi_epi32(c, d);
+  *o0 = _mm512_unpacklo_epi64(t0, t2);
+  *o1 = _mm512_unpackhi_epi64(t0, t2);
+  *o2 = _mm512_unpacklo_epi64(t1, t3);
+  *o3 = _mm512_unpackhi_epi64(t1, t3);
+}
+
+template <typename U>
+PARALLM_INLINE __m512i Pair(const uint8_t* lo, const uint8_t* hi, int64_t b) {
+  return _mm512_inserti64x4(_mm512_zextsi256_si512(U::Codes(lo, b)), U::Codes(hi, b), 1);
+}
+
+template <typename U>
+PARALLM_INLINE void PanelBlock(const uint8_t* const* rows, int64_t b, uint8_t* pb) {
+  __m512i u0, u1, u2, u3, u4, u5, u6, u7;
+  Transpose4(Pair<U>(rows[0], rows[4], b), Pair<U>(rows[1], rows[5], b), Pair<U>(rows[2], rows[6], b),
+             Pair<U>(rows[3], rows[7], b), &u0, &u1, &u2, &u3);
+  Transpose4(Pair<U>(rows[8], rows[12], b), Pair<U>(rows[9], rows[13], b), Pair<U>(rows[10], rows[14], b),
+             Pair<U>(rows[11], rows[15], b), &u4, &u5, &u6, &u7);
+  _mm512_store_si512(pb + 0 * 64, _mm512_shuffle_i32x4(u0, u4, 0x88));  // lanes 0, 2 of each: dword m
+  _mm512_store_si512(pb + 1 * 64, _mm512_shuffle_i32x4(u1, u5, 0x88));
+  _mm512_store_si512(pb + 2 * 64, _mm512_shuffle_i32x4(u2, u6, 0x88));
+  _mm512_store_si512(pb + 3 * 64, _mm512_shuffle_i32x4(u3, u7, 0x88));
+  _mm512_store_si512(pb + 4 * 64, _mm512_shuffle_i32x4(u0, u4, 0xDD));  // lanes 1, 3 of each: dword 4 + m
+  _mm512_store_si512(pb + 5 * 64, _mm512_shuffle_i32x4(u1, u5, 0xDD));
+  _mm512_store_si512(pb + 6 * 64, _mm512_shuffle_i32x4(u2, u6, 0xDD));
+  _mm512_store_si512(pb + 7 * 64, _mm512_shuffle_i32x4(u3, u7, 0xDD));
+}
+
+// Per-block f32 parameters of 16 rows, lane i = row i, at params[(b - b0) * fstride + 16 * v + i] (v = 0: scale0,
+// v = 1: scale1 or bias). The same values as BlockParamsRow (same conversions and products), computed 16 rows
+// at a time: scale fields are gathered from the 16 rows' blocks (4-byte reads inside each block).
+void BuildParams(const MatrixView& w, QFormat fmt, const uint8_t* const* rows, int64_t r0, int nrows, int64_t b0,
+                 int64_t nbc, float* params, int64_t fstride) {
+  alignas(64) int32_t offs[kRows];
+  for (int i = 0; i < kRows; ++i) offs[i] = static_cast<int32_t>(rows[i] - rows[0]);
+  const __m512i idx = _mm512_load_si512(offs);
+  switch (fmt) {
+    case QFormat::kQ8_0:
+    case QFormat::kQ4_0: {
+      // The f16 scale is the first two bytes of each block.
+      const int bb = fmt == QFormat::kQ8_0 ? static_cast<int>(sizeof(BlockQ8_0)) : static_cast<int>(sizeof(BlockQ4_0));
+      for (int64_t b = 0; b < nbc; ++b) {
+        __m512i g = _mm512_i32gather_epi32(idx, rows[0] + (b0 + b) * bb, 1);
+        _mm512_store_ps(params + b * fstride, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
+      }
+      return;
+    }
+    case QFormat::kQ4_K: {
+      // d, dmin, then 12 bytes of packed 6-bit scales/mins (ggml get_scale_min_k4), per super-block of 8 blocks.
+      const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
+      for (int64_t sb = b0 / 8; sb < (b0 + nbc) / 8; ++sb) {
+        const uint8_t* base = rows[0] + sb * static_cast<int64_t>(sizeof(BlockQ4_K));
+        const __m512i g0 = _mm512_i32gather_epi32(idx, base, 1);
+        const __m512i qa = _mm512_i32gather_epi32(idx, base + 4, 1);   // scales[0..3]
+        const __m512i qb = _mm512_i32gather_epi32(idx, base + 8, 1);   // scales[4..7]
+        const __m512i qc = _mm512_i32gather_epi32(idx, base + 12, 1);  // scales[8..11]
+        const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
+        const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
+        for (int j = 0; j < 8; ++j) {
+          __m512i sc, m;
+          if (j < 4) {
+            sc = _mm512_and_si512(_mm512_srli_epi32(qa, 8 * j), m6);
+            m = _mm512_and_si512(_mm512_srli_epi32(qb, 8 * j), m6);
+          } else {
+            const int k = j - 4;
+            sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(qc, 8 * k), m4),
+                                 _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qa, 8 * k + 6), m2), 4));
+            m = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(qc, 8 * k + 4), m4),
+                                _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qb, 8 * k + 6), m2), 4));
+          }
+          float* pb = params + (sb * 8 + j - b0) * fstride;
+          _mm512_store_ps(pb, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)));
+          const __m512 neg_min = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(m));
+          _mm512_store_ps(pb + 16, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(neg_min),
+                                                                        _mm512_set1_epi32(INT32_MIN))));  // -(dmin * m)
+        }
+      }
+      return;
+    }
+    case QFormat::kQ6_K: {
+      // 16 int8 sub-block scales at byte 192, f16 d at byte 208, per super-block of 8 blocks.
+      for (int64_t sb = b0 / 8; sb < (b0 + nbc) / 8; ++sb) {
+        const uint8_t* base = rows[0] + sb * static_cast<int64_t>(sizeof(BlockQ6_K));
+        const __m512 d = _mm512_cvtph_ps(
+            _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_i32gather_epi32(idx, base + 206, 1), 16)));
+        __m512i sc[4];
+        for (int q = 0; q < 4; ++q) sc[q] = _mm512_i32gather_epi32(idx, base + 192 + 4 * q, 1);
+        for (int k = 0; k < 8; ++k) {
+          const __m512i word = sc[k / 2];
+          const int pos = (2 * k) % 4;  // byte of scales[2k] within its dword
+          const __m512i s0 = _mm512_srai_epi32(_mm512_slli_epi32(word, 24 - 8 * pos), 24);
+          const __m512i s1 = _mm512_srai_epi32(_mm512_slli_epi32(word, 16 - 8 * pos), 24);
+          float* pb = params + (sb * 8 + k - b0) * fstride;
+          _mm512_store_ps(pb, _mm512_mul_ps(d, _mm512_cvtepi32_ps(s0)));
+          _mm512_store_ps(pb + 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(s1)));
+        }
+      }
+      return;
+    }
+    case QFormat::kMlx: {
+      // Per group: gather the 16 rows' scale and bias (rows[i] -> row r0 + min(i, nrows - 1)), convert, and store
+      // the vectors for each block of the group. A 4-byte gather of a 2-byte value also reads the next value,
+      // which for the very last value of the array lies past its end: that lane is masked and loaded alone.
+      const int64_t gs = w.mlx.group_size, groups = w.cols / gs;
+      const int bpg = static_cast<int>(gs / 32);  // blocks per group; chunks start on a group boundary
+      const int esize = static_cast<int>(Info(w.dtype).block_bytes);
+      alignas(64) int32_t soffs[kRows];
+      for (int i = 0; i < kRows; ++i) soffs[i] = static_cast<int32_t>(std::min(i, nrows - 1) * groups * esize);
+      const __m512i sidx = _mm512_load_si512(soffs);
+      const int last_lane = r0 + nrows == w.rows ? nrows - 1 : -1;  // lane i >= nrows repeats it too
+      for (int64_t g = b0 / bpg; g < (b0 + nbc) / bpg; ++g) {
+        const int64_t elem = r0 * groups + g;
+        __m512 v[2];
+        for (int k = 0; k < 2; ++k) {
+          const uint8_t* base = (k == 0 ? w.scales : w.biases) + elem * esize;
+          if (w.dtype == DType::kF32) {
+            v[k] = _mm512_i32gather_ps(sidx, base, 1);
+            continue;
+          }
+          __mmask16 m = 0xFFFF;
+          if (last_lane >= 0 && g == groups - 1) m = static_cast<__mmask16>((1u << last_lane) - 1);
+          __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, sidx, base, 1);
+          if (m != 0xFFFF) {
+            uint16_t h;
+            std::memcpy(&h, base + soffs[last_lane], 2);
+            raw = _mm512_mask_set1_epi32(raw, static_cast<__mmask16>(~m), h);
+          }
+          const __m256i h16 = _mm512_cvtepi32_epi16(raw);
+          v[k] = w.dtype == DType::kF16 ? _mm512_cvtph_ps(h16)
+                                        : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h16), 16));
+        }
+        for (int j = 0; j < bpg; ++j) {
+          float* pb = params + (g * bpg + j - b0) * fstride;
+          _mm512_store_ps(pb, v[0]);
+          _mm512_store_ps(pb + 16, v[1]);
+        }
+      }
+      return;
+    }
+  }
+}
+
+// Fills the panel for blocks [b0, b0 + nbc) of 16 rows. rows[0..15] are all valid pointers: a ragged
+// last group repeats its last row (lanes are independent; the extra lanes are never stored).
+template <typename U>
+void BuildPanel(const MatrixView& w, QFormat fmt, const uint8_t* const* rows, int64_t r0, int nrows, int64_t b0,
+                int64_t nbc, uint8_t* panel) {
+  const int64_t stride = BlockStride(fmt);
+  for (int64_t b = 0; b < nbc; ++b) PanelBlock<U>(rows, b0 + b, panel + b * stride);
+  BuildParams(w, fmt, rows, r0, nrows, b0, nbc, reinterpret_cast<float*>(panel + kCodeBytes), stride / 4);
+}
+
+inline __m512i Bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// One register tile: 16 rows x T tokens over the chunk's nbc blocks; acc[t * 16 + lane] carries the f32
+// accumulators across chunks. kSubs: int sums per block (2 for Q6_K); kBias: Q4_K / MLX bias term.
+template <int T, int kSubs, bool kBias>
+void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0,
+          float* acc) {
+  __m512 f[T];
+  const int8_t* xq[T];
+  const float* dx[T];
+  const float* ds[T];
+  const int32_t* corr[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) {
+    f[t] = _mm512_load_ps(acc + 16 * t);
+    xq[t] = a.q + (t0 + t) * a.cols + b0 * 32;
+    dx[t] = a.d + (t0 + t) * a.nb + b0;
+    ds[t] = a.ds + (t0 + t) * a.nb + b0;
+    corr[t] = a.corr + ((t0 + t) * a.nb + b0) * kSubs;
+  }
+  for (int64_t b = 0; b < nbc; ++b) {
+    const uint8_t* pb = panel + b * stride;
+    const auto* params = reinterpret_cast<const float*>(pb + kCodeBytes);
+#pragma GCC unroll 2
+    for (int s = 0; s < kSubs; ++s) {
+      __m512i ia[T];
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) ia[t] = _mm512_set1_epi32(corr[t][b * kSubs + s]);
+#pragma GCC unroll 8
+      for (int j = s * (8 / kSubs); j < (s + 1) * (8 / kSubs); ++j) {
+        const __m512i wj = _mm512_load_si512(pb + 64 * j);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) ia[t] = _mm512_dpbusd_epi32(ia[t], wj, Bcast4(xq[t] + b * 32 + 4 * j));
+      }
+      const __m512 scale = _mm512_load_ps(params + 16 * s);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t)
+        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), _mm512_mul_ps(scale, _mm512_set1_ps(dx[t][b])), f[t]);
+    }
+    if constexpr (kBias) {
+      const __m512 bias = _mm512_load_ps(params + 16);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) f[t] = _mm512_fmadd_ps(bias, _mm512_set1_ps(ds[t][b]), f[t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) _mm512_store_ps(acc + 16 * t, f[t]);
+}
+
+template <int kSubs, bool kBias, int... Ts>
+void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, int64_t stride, int64_t nbc,
+                 const QuantizedActs& a, int64_t t0, int64_t b0, float* acc) {
+  using Fn = void (*)(const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t, float*);
+  static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias>...};
+  kTiles[tt - 1](panel, stride, nbc, a, t0, b0, acc);
+}
+
+// Tile for tt (1..kTokTile) tokens.
+template <int kSubs, bool kBias>
+void RunTile(int tt, const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
+             int64_t b0, float* acc) {
+  RunTileImpl<kSubs, kBias>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, stride, nbc, a, t0, b0, acc);
+}
+
+// QuantizeActs, 32 values per two zmm: the same operations per value as the scalar version (max of |x| is
+// exact in any order, one division, one reciprocal, x * id rounded to nearest-even, exact int sums).
+inline int32_t HSumI(__m512i v) {
+  __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+  __m128i x = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+  x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4E));
+  x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1));
+  return _mm_cvtsi128_si32(x);
+}
+
+inline float HMax(__m512 v) {
+  __m256 h = _mm256_max_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  __m128 x = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_max_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+void QuantizeActsAvx512(const float* x, int64_t t0, int64_t t1, int code_offset, QuantizedActs* a) {
+  const int64_t cols = a->cols, nb = a->nb;
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* xt = x + t * cols;
+    int8_t* qt = a->q + t * cols;
+    float* d_out = a->d + t * nb;
+    float* ds_out = a->ds + t * nb;
+    int32_t* corr = a->corr + t * nb * a->subs;
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m512 x0 = _mm512_loadu_ps(xt + b * 32), x1 = _mm512_loadu_ps(xt + b * 32 + 16);
+      const float amax = HMax(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+      const float d = amax / 127.0f;
+      const float id = d != 0 ? 1.0f / d : 0.0f;
+      const __m512 vid = _mm512_set1_ps(id);
+      __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vid)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
+      q0 = _mm512_max_epi32(_mm512_min_epi32(q0, hi), lo);
+      q1 = _mm512_max_epi32(_mm512_min_epi32(q1, hi), lo);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qt + b * 32), _mm512_cvtepi32_epi8(q0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qt + b * 32 + 16), _mm512_cvtepi32_epi8(q1));
+      const int32_t s0 = HSumI(q0), s1 = HSumI(q1);
+      d_out[b] = d;
+      ds_out[b] = d * static_cast<float>(s0 + s1);
+      if (a->subs == 1) {
+        corr[b] = -code_offset * (s0 + s1);
+      } else {
+        corr[2 * b] = -code_offset * s0;
+        corr[2 * b + 1] = -code_offset * s1;
+      }
+    }
+  }
+}
+
+size_t PanelBytes() { return kChunkBlocks * (kCodeBytes + 64 * 2); }
+
+size_t ScratchBytes(int64_t n_tokens) {
+  return PanelBytes() + static_cast<size_t>(std::min<int64_t>(n_tokens, kTokBlock)) * 64 + 64;
+}
+
+int CodeOffset(const MatrixView& w, QFormat fmt) { return CodeOffsetOf<false>(w, fmt); }
+
+// Software prefetch of the next panel chunk's weight bytes, spread over the current chunk's token tiles, so
+// streaming the weights from memory overlaps the dot products instead of stalling the panel build.
+struct Prefetcher {
+  const uint8_t* rows[kRows];
+  int nrows = 0;
+  size_t begin = 0, lines = 0;  // byte offset in each row, 64-byte lines per row
+
+  void Plan(const MatrixView& w, int64_t r0, int64_t r_end, int64_t nb, int64_t b0, int64_t nbc) {
+    nrows = static_cast<int>(std::min<int64_t>(kRows, r_end - r0));
+    if (nrows <= 0) return;
+    for (int i = 0; i < nrows; ++i) rows[i] = w.Row(r0 + i);
+    begin = w.row_bytes * static_cast<size_t>(b0) / static_cast<size_t>(nb);
+    size_t end = w.row_bytes * static_cast<size_t>(b0 + nbc) / static_cast<size_t>(nb);
+    lines = (end - begin + 63) / 64 + 1;
+  }
+  // Issues part k of n (every line of every row once over k = 0..n-1).
+  void Issue(int64_t k, int64_t n) const {
+    if (nrows <= 0) return;
+    const size_t total = lines * static_cast<size_t>(nrows);
+    const size_t from = total * static_cast<size_t>(k) / static_cast<size_t>(n);
+    const size_t to = total * static_cast<size_t>(k + 1) / static_cast<size_t>(n);
+    for (size_t i = from; i < to; ++i)
+      _mm_prefetch(reinterpret_cast<const char*>(rows[i / lines] + begin + (i % lines) * 64), _MM_HINT_T0);
+  }
+};
+
+// Writes the finished accumulators of rows [r0, r0 + nrows) for tokens [tb0, tb0 + nt).
+// A large output (the LM head's logits: tokens x 151936 floats) is written once and read much later, so
+// its full, aligned lines go straight to memory (streaming stores skip the read-for-ownership of each line).
+void StoreRows(const QuantArgs& args, const float* acc, int64_t tb0, int64_t nt, int64_t r0, int nrows,
+               bool stream) {
+  const __mmask16 m = static_cast<__mmask16>((1u << nrows) - 1);
+  for (int64_t t = 0; t < nt; ++t) {
+    float* dst = args.y + (tb0 + t) * args.y_stride + r0;
+    const __m512 v = _mm512_load_ps(acc + t * 16);
+    if (stream && nrows == kRows && (reinterpret_cast<uintptr_t>(dst) & 63) == 0) {
+      _mm512_stream_ps(dst, v);
+    } else {
+      _mm512_mask_storeu_ps(dst, m, v);
+    }
+  }
+}
+
+// Rows [row_begin, row_end) for all tokens. Loop nest: token block (kTokBlock) > row group (kRows) >
+// column chunk (kChunkBlocks: build the panel, prefetch the next one) > token tile (kTokTile, registers).
+// Each output's f32 accumulator lives in `acc` between chunks; its operations do not depend on the nest.
+template <typename U>
+void QuantRowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  const MatrixView& w = *args.w;
+  const QuantizedActs& a = *args.acts;
+  const QFormat fmt = args.fmt;
+  const int64_t nb = a.nb, n_tokens = a.n_tokens, stride = BlockStride(fmt);
+  uint8_t* panel = scratch;
+  float* acc = reinterpret_cast<float*>(scratch + PanelBytes());
+  const bool stream = static_cast<double>(n_tokens) * static_cast<double>(w.rows) * 4 > kStreamOutputBytes;
+  auto tile = [&](int tt, int64_t nbc, int64_t t0, int64_t b0, float* ac) {
+    if (fmt == QFormat::kQ6_K) {
+      RunTile<2, false>(tt, panel, stride, nbc, a, t0, b0, ac);
+    } else if (HasBias(fmt)) {
+      RunTile<1, true>(tt, panel, stride, nbc, a, t0, b0, ac);
+    } else {
+      RunTile<1, false>(tt, panel, stride, nbc, a, t0, b0, ac);
+    }
+  };
+  for (int64_t tb0 = 0; tb0 < n_tokens; tb0 += kTokBlock) {
+    const int64_t nt = std::min<int64_t>(kTokBlock, n_tokens - tb0);
+    const int64_t n_tiles = (nt + kTokTile - 1) / kTokTile;
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
+      const int nrows = static_cast<int>(std::min<int64_t>(kRows, row_end - r0));
+      const uint8_t* rows[kRows];
+      for (int i = 0; i < kRows; ++i) rows[i] = w.Row(r0 + std::min(i, nrows - 1));
+      std::memset(acc, 0, static_cast<size_t>(nt) * 64);
+      for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
+        const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
+        BuildPanel<U>(w, fmt, rows, r0, nrows, b0, nbc, panel);
+        // The chunk kPrefetchChunks ahead (the next row group after the last chunk of this one).
+        int64_t pr = r0, pb = b0;
+        Prefetcher next;
+        for (int ahead = 0; ahead < kPrefetchChunks; ++ahead) {
+          if (pb + kChunkBlocks < nb) {
+            pb += kChunkBlocks;
+          } else {
+            pr += kRows;
+            pb = 0;
+          }
+        }
+        if (pr < row_end) next.Plan(w, pr, row_end, nb, pb, std::min<int64_t>(kChunkBlocks, nb - pb));
+        for (int64_t k = 0; k < n_tiles; ++k) {
+          next.Issue(k, n_tiles);
+          const int64_t t0 = tb0 + k * kTokTile;
+          tile(static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0)), nbc, t0, b0, acc + (t0 - tb0) * 16);
+        }
+      }
+      StoreRows(args, acc, tb0, nt, r0, nrows, stream);
+    }
+  }
+}
+
+void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  WithUnpacker<false>(*args.w, args.fmt,
+                    [&](auto u) { QuantRowsT<decltype(u)>(args, row_begin, row_end, scratch); });
+  _mm_sfence();  // streaming stores, if any, are visible before the task reports done
+}
+
+// ---- f32 FMA path ---------------------------------------------------------------------------------------
+// One output = one zmm accumulator over columns in steps of 16 (the tail masked with zeros), then a fixed
+// horizontal sum: the same operations in a 1x1 tile as in a 4x4 one.
+template <DType kType>
+inline __m512 LoadW(const uint8_t* row, int64_t c, __mmask16 m) {
+  if constexpr (kType == DType::kF32) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + c);
+  } else {
+    __m256i h = _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + c);
+    if constexpr (kType == DType::kF16) {
+      return _mm512_cvtph_ps(h);
+    } else {
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+  }
+}
+
+// Horizontal sum in a fixed order (halves, quarters, then within 128 bits).
+inline float HSum(__m512 v) {
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xB1));
+  __m128 x = _mm512_castps512_ps128(v);
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+template <DType kType, int R, int T>
+void FloatTile(const FloatArgs& a, int64_t r0, int64_t t0) {
+  const MatrixView& w = *a.w;
+  const int64_t cols = w.cols;
+  __m512 acc[R][T];
+  const uint8_t* rows[R];
+  const float* xs[T];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) rows[r] = w.Row(r0 + r);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) xs[t] = a.x + (t0 + t) * cols;
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < cols; c += 16) {
+    const __mmask16 m = cols - c >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (cols - c)) - 1);
+    __m512 xv[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) xv[t] = _mm512_maskz_loadu_ps(m, xs[t] + c);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m512 wv = LoadW<kType>(rows[r], c, m);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.y_stride + r0 + r] = HSum(acc[r][t]);
+}
+
+template <DType kType, int R>
+void FloatTileT(const FloatArgs& a, int64_t r0, int64_t t0, int tt) {
+  switch (tt) {
+    case 1: return FloatTile<kType, R, 1>(a, r0, t0);
+    case 2: return FloatTile<kType, R, 2>(a, r0, t0);
+    case 3: return FloatTile<kType, R, 3>(a, r0, t0);
+    default: return FloatTile<kType, R, 4>(a, r0, t0);
+  }
+}
+
+template <DType kType>
+void FloatRowsT(const FloatArgs& a, int64_t row_begin, int64_t row_end) {
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += 4) {
+    const int rr = static_cast<int>(std::min<int64_t>(4, row_end - r0));
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += 4) {
+      const int tt = static_cast<int>(std::min<int64_t>(4, a.n_tokens - t0));
+      switch (rr) {
+        case 1: FloatTileT<kType, 1>(a, r0, t0, tt); break;
+        case 2: FloatTileT<kType, 2>(a, r0, t0, tt); break;
+        case 3: FloatTileT<kType, 3>(a, r0, t0, tt); break;
+        default: FloatTileT<kType, 4>(a, r0, t0, tt); break;
+      }
+    }
+  }
+}
+
+void FloatRows(const FloatArgs& a, int64_t row_begin, int64_t row_end) {
+  switch (a.w->dtype) {
+    case DType::kF32: return FloatRowsT<DType::kF32>(a, row_begin, row_end);
+    case DType::kF16: return FloatRowsT<DType::kF16>(a, row_begin, row_end);
+    default: return FloatRowsT<DType::kBF16>(a, row_begin, row_end);
+  }
+}
+
+}  // namespace
+
+const IsaKernels* Avx512Kernels() {
+  static const IsaKernels k{kRows, &CodeOffset, &ScratchBytes, &QuantizeActsAvx512, &QuantRows, &FloatRows};
+  return &k;
+}
+
+}  // namespace parallm::mm
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options

@@ -1,0 +1,529 @@
+// The 256-bit x86 MatMul kernels, compiled twice: as the AVX2 path (int8 dot via maddubs + madd) and as
+// the AVX-VNNI path (vpdpbusd on ymm), selected by PARALLM_X86_VNNI (0 or 1) before inclusion. Included by
+// cpu/matmul_avx2.cpp and cpu/matmul_avxvnni.cpp inside their `#pragma GCC target` region and anonymous
+// namespace.
+//
+// Same design as the AVX-512 path (see matmul_avx512.cpp): one weight row per 32-bit lane, here 8 rows per
+// group; per 32-column block a panel of 8 ymm (lane i = 4 codes of row i); the exact int32 block dot per
+// lane, then the f32 tail of matmul_internal.h's formula lane-wise. The per-lane operations are the same
+// as the scalar twin's and the AVX-512 path's, so all agree bit for bit on quantized weights.
+//
+// AVX2 without VNNI: maddubs multiplies unsigned by signed bytes and adds pairs into saturating int16.
+// Codes up to 63 (4-6 bit formats) cannot saturate (2 * 63 * 127 < 32767); Q8_0 and 8-bit MLX use signed
+// codes with the sign moved onto the activation (|w| * sign(x, w), at most 2 * 128 * 127), so they stay exact.
+
+#ifndef PARALLM_X86_VNNI
+#error "define PARALLM_X86_VNNI to 0 or 1 before including matmul_x86_256-inl.h"
+#endif
+
+#include "kernels/cpu/x86_unpack-inl.h"
+
+constexpr int kRows = 8;            // rows per group: one per 32-bit lane of a ymm
+constexpr int kChunkBlocks = 32;    // 32-column blocks per panel chunk
+constexpr int kTokTile = PARALLM_X86_VNNI ? 6 : 4;  // tokens per register tile (16 ymm; maddubs needs temps)
+constexpr int kTokBlock = 256;      // tokens per panel pass (bounds the accumulators, keeps activations in L2)
+constexpr int kCodeBytes = 8 * 32;  // a block's codes for 8 rows
+constexpr bool kSignedQ8 = !PARALLM_X86_VNNI;
+
+#define PARALLM_INLINE inline __attribute__((always_inline))
+
+int ParamVectors(QFormat f) { return f == QFormat::kQ6_K || HasBias(f) ? 2 : 1; }
+int64_t BlockStride(QFormat f) { return kCodeBytes + 32 * ParamVectors(f); }
+
+// Signed codes on AVX2: Q8_0, and 8-bit MLX (codes - 128).
+bool UsesSignedCodes(const MatrixView& w, QFormat f) {
+  return kSignedQ8 && (f == QFormat::kQ8_0 || (f == QFormat::kMlx && w.mlx.bits == 8));
+}
+
+// 8 rows x 8 dwords -> out[j] lane i = row i dword j (two unpack stages, then 128-bit lane permutes).
+template <typename U>
+PARALLM_INLINE void PanelBlock(const uint8_t* const* rows, int64_t b, uint8_t* pb) {
+  const __m256i r0 = U::Codes(rows[0], b), r1 = U::Codes(rows[1], b), r2 = U::Codes(rows[2], b),
+                r3 = U::Codes(rows[3], b), r4 = U::Codes(rows[4], b), r5 = U::Codes(rows[5], b),
+                r6 = U::Codes(rows[6], b), r7 = U::Codes(rows[7], b);
+  const __m256i t0 = _mm256_unpacklo_epi32(r0, r1), t1 = _mm256_unpackhi_epi32(r0, r1);
+  const __m256i t2 = _mm256_unpacklo_epi32(r2, r3), t3 = _mm256_unpackhi_epi32(r2, r3);
+  const __m256i t4 = _mm256_unpacklo_epi32(r4, r5), t5 = _mm256_unpackhi_epi32(r4, r5);
+  const __m256i t6 = _mm256_unpacklo_epi32(r6, r7), t7 = _mm256_unpackhi_epi32(r6, r7);
+  const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+  const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+  const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+  const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+  auto* p = reinterpret_cast<__m256i*>(pb);
+  _mm256_store_si256(p + 0, _mm256_permute2x128_si256(u0, u4, 0x20));
+  _mm256_store_si256(p + 1, _mm256_permute2x128_si256(u1, u5, 0x20));
+  _mm256_store_si256(p + 2, _mm256_permute2x128_si256(u2, u6, 0x20));
+  _mm256_store_si256(p + 3, _mm256_permute2x128_si256(u3, u7, 0x20));
+  _mm256_store_si256(p + 4, _mm256_permute2x128_si256(u0, u4, 0x31));
+  _mm256_store_si256(p + 5, _mm256_permute2x128_si256(u1, u5, 0x31));
+  _mm256_store_si256(p + 6, _mm256_permute2x128_si256(u2, u6, 0x31));
+  _mm256_store_si256(p + 7, _mm256_permute2x128_si256(u3, u7, 0x31));
+}
+
+// The low 16 bits of each 32-bit lane, packed into 8 x 16 bits.
+PARALLM_INLINE __m128i Low16(__m256i v) {
+  const __m256i pick = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                                        0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, pick), 0x08));
+}
+
+PARALLM_INLINE __m256 HalfToFloat(__m128i h, DType t) {
+  return t == DType::kF16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+PARALLM_INLINE __m256i Gather(__m256i idx, const uint8_t* base) {
+  return _mm256_i32gather_epi32(reinterpret_cast<const int*>(base), idx, 1);
+}
+
+// Per-block f32 parameters of 8 rows (lane i = row i) at params[(b - b0) * fstride + 8 * v + i]: the same
+// values as BlockParamsRow, 8 rows at a time, from 4-byte gathers inside each row's blocks (see the
+// AVX-512 path's BuildParams for the field layouts).
+void BuildParams(const MatrixView& w, QFormat fmt, const uint8_t* const* rows, int64_t r0, int nrows, int64_t b0,
+                 int64_t nbc, float* params, int64_t fstride) {
+  alignas(32) int32_t offs[kRows];
+  for (int i = 0; i < kRows; ++i) offs[i] = static_cast<int32_t>(rows[i] - rows[0]);
+  const __m256i idx = _mm256_load_si256(reinterpret_cast<const __m256i*>(offs));
+  switch (fmt) {
+    case QFormat::kQ8_0:
+    case QFormat::kQ4_0: {
+      const int bb = fmt == QFormat::kQ8_0 ? static_cast<int>(sizeof(BlockQ8_0)) : static_cast<int>(sizeof(BlockQ4_0));
+      for (int64_t b = 0; b < nbc; ++b)
+        _mm256_store_ps(params + b * fstride, _mm256_cvtph_ps(Low16(Gather(idx, rows[0] + (b0 + b) * bb))));
+      return;
+    }
+    case QFormat::kQ4_K: {
+      const __m256i m6 = _mm256_set1_epi32(63), m4 = _mm256_set1_epi32(15), m2 = _mm256_set1_epi32(3);
+      const __m256i sign = _mm256_set1_epi32(INT32_MIN);
+      for (int64_t sb = b0 / 8; sb < (b0 + nbc) / 8; ++sb) {
+        const uint8_t* base = rows[0] + sb * static_cast<int64_t>(sizeof(BlockQ4_K));
+        const __m256i g0 = Gather(idx, base), qa = Gather(idx, base + 4), qb = Gather(idx, base + 8),
+                      qc = Gather(idx, base + 12);
+        const __m256 d = _mm256_cvtph_ps(Low16(g0)), dmin = _mm256_cvtph_ps(Low16(_mm256_srli_epi32(g0, 16)));
+        for (int j = 0; j < 8; ++j) {
+          __m256i sc, m;
+          if (j < 4) {
+            sc = _mm256_and_si256(_mm256_srli_epi32(qa, 8 * j), m6);
+            m = _mm256_and_si256(_mm256_srli_epi32(qb, 8 * j), m6);
+          } else {
+            const int k = j - 4;
+            sc = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(qc, 8 * k), m4),
+                                 _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(qa, 8 * k + 6), m2), 4));
+            m = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(qc, 8 * k + 4), m4),
+                                _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(qb, 8 * k + 6), m2), 4));
+          }
+          float* pb = params + (sb * 8 + j - b0) * fstride;
+          _mm256_store_ps(pb, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc)));
+          const __m256 min = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(m));
+          _mm256_store_ps(pb + 8, _mm256_castsi256_ps(_mm256_xor_si256(_mm256_castps_si256(min), sign)));
+        }
+      }
+      return;
+    }
+    case QFormat::kQ6_K: {
+      for (int64_t sb = b0 / 8; sb < (b0 + nbc) / 8; ++sb) {
+        const uint8_t* base = rows[0] + sb * static_cast<int64_t>(sizeof(BlockQ6_K));
+        const __m256 d = _mm256_cvtph_ps(Low16(_mm256_srli_epi32(Gather(idx, base + 206), 16)));
+        __m256i sc[4];
+        for (int q = 0; q < 4; ++q) sc[q] = Gather(idx, base + 192 + 4 * q);
+        for (int k = 0; k < 8; ++k) {
+          const int pos = (2 * k) % 4;
+          const __m256i s0 = _mm256_srai_epi32(_mm256_sll_epi32(sc[k / 2], _mm_cvtsi32_si128(24 - 8 * pos)), 24);
+          const __m256i s1 = _mm256_srai_epi32(_mm256_sll_epi32(sc[k / 2], _mm_cvtsi32_si128(16 - 8 * pos)), 24);
+          float* pb = params + (sb * 8 + k - b0) * fstride;
+          _mm256_store_ps(pb, _mm256_mul_ps(d, _mm256_cvtepi32_ps(s0)));
+          _mm256_store_ps(pb + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(s1)));
+        }
+      }
+      return;
+    }
+    case QFormat::kMlx: {
+      // As the AVX-512 path: per group, gather 8 rows' scale and bias; the array's very last 2-byte value
+      // is loaded alone (a 4-byte gather of it would read past the end).
+      const int64_t gs = w.mlx.group_size, groups = w.cols / gs;
+      const int bpg = static_cast<int>(gs / 32);
+      const int esize = static_cast<int>(Info(w.dtype).block_bytes);
+      alignas(32) int32_t soffs[kRows];
+      for (int i = 0; i < kRows; ++i) soffs[i] = static_cast<int32_t>(std::min(i, nrows - 1) * groups * esize);
+      const __m256i sidx = _mm256_load_si256(reinterpret_cast<const __m256i*>(soffs));
+      const int last_lane = r0 + nrows == w.rows ? nrows - 1 : -1;
+      for (int64_t g = b0 / bpg; g < (b0 + nbc) / bpg; ++g) {
+        const int64_t elem = r0 * groups + g;
+        __m256 v[2];
+        for (int k = 0; k < 2; ++k) {
+          const uint8_t* base = (k == 0 ? w.scales : w.biases) + elem * esize;
+          if (w.dtype == DType::kF32) {
+            v[k] = _mm256_castsi256_ps(Gather(sidx, base));
+            continue;
+          }
+          __m256i raw;
+          if (last_lane >= 0 && g == groups - 1) {
+            const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(last_lane), lane);  // lanes < last_lane
+            raw = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(base), sidx, m, 1);
+            uint16_t h;
+            std::memcpy(&h, base + soffs[last_lane], 2);
+            raw = _mm256_blendv_epi8(_mm256_set1_epi32(h), raw, m);
+          } else {
+            raw = Gather(sidx, base);
+          }
+          v[k] = HalfToFloat(Low16(raw), w.dtype);
+        }
+        for (int j = 0; j < bpg; ++j) {
+          float* pb = params + (g * bpg + j - b0) * fstride;
+          _mm256_store_ps(pb, v[0]);
+          _mm256_store_ps(pb + 8, v[1]);
+        }
+      }
+      return;
+    }
+  }
+}
+
+// Panel for blocks [b0, b0 + nbc) of 8 rows (all valid pointers; a ragged group repeats its last row).
+template <typename U>
+void BuildPanel(const MatrixView& w, QFormat fmt, const uint8_t* const* rows, int64_t r0, int nrows, int64_t b0,
+                int64_t nbc, uint8_t* panel) {
+  const int64_t stride = BlockStride(fmt);
+  for (int64_t b = 0; b < nbc; ++b) PanelBlock<U>(rows, b0 + b, panel + b * stride);
+  BuildParams(w, fmt, rows, r0, nrows, b0, nbc, reinterpret_cast<float*>(panel + kCodeBytes), stride / 4);
+}
+
+PARALLM_INLINE __m256i Bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// acc + 4-term dots of (weights w, activations x) per 32-bit lane, exact.
+template <bool kSigned>
+PARALLM_INLINE __m256i Dot4(__m256i acc, __m256i w, __m256i wabs, __m256i x) {
+#if PARALLM_X86_VNNI
+  (void)wabs;
+  return _mm256_dpbusd_avx_epi32(acc, w, x);
+#else
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i p;
+  if constexpr (kSigned) {
+    p = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(x, w));
+  } else {
+    p = _mm256_maddubs_epi16(w, x);
+  }
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+#endif
+}
+
+template <int T, int kSubs, bool kBias, bool kSigned>
+void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0,
+          float* acc) {
+  __m256 f[T];
+  const int8_t* xq[T];
+  const float* dx[T];
+  const float* ds[T];
+  const int32_t* corr[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    f[t] = _mm256_load_ps(acc + 8 * t);
+    xq[t] = a.q + (t0 + t) * a.cols + b0 * 32;
+    dx[t] = a.d + (t0 + t) * a.nb + b0;
+    ds[t] = a.ds + (t0 + t) * a.nb + b0;
+    corr[t] = a.corr + ((t0 + t) * a.nb + b0) * kSubs;
+  }
+  for (int64_t b = 0; b < nbc; ++b) {
+    const uint8_t* pb = panel + b * stride;
+    const auto* params = reinterpret_cast<const float*>(pb + kCodeBytes);
+#pragma GCC unroll 2
+    for (int s = 0; s < kSubs; ++s) {
+      __m256i ia[T];
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) ia[t] = _mm256_set1_epi32(corr[t][b * kSubs + s]);
+#pragma GCC unroll 8
+      for (int j = s * (8 / kSubs); j < (s + 1) * (8 / kSubs); ++j) {
+        const __m256i wj = _mm256_load_si256(reinterpret_cast<const __m256i*>(pb + 32 * j));
+        const __m256i wabs = kSigned ? _mm256_abs_epi8(wj) : wj;
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) ia[t] = Dot4<kSigned>(ia[t], wj, wabs, Bcast4(xq[t] + b * 32 + 4 * j));
+      }
+      const __m256 scale = _mm256_load_ps(params + 8 * s);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t)
+        f[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[t]), _mm256_mul_ps(scale, _mm256_set1_ps(dx[t][b])), f[t]);
+    }
+    if constexpr (kBias) {
+      const __m256 bias = _mm256_load_ps(params + 8);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) f[t] = _mm256_fmadd_ps(bias, _mm256_set1_ps(ds[t][b]), f[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) _mm256_store_ps(acc + 8 * t, f[t]);
+}
+
+template <int kSubs, bool kBias, bool kSigned, int... Ts>
+void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, int64_t stride, int64_t nbc,
+                 const QuantizedActs& a, int64_t t0, int64_t b0, float* acc) {
+  using Fn = void (*)(const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t, float*);
+  static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kSigned>...};
+  kTiles[tt - 1](panel, stride, nbc, a, t0, b0, acc);
+}
+
+// Tile for tt (1..kTokTile) tokens.
+template <int kSubs, bool kBias, bool kSigned>
+void RunTile(int tt, const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
+             int64_t b0, float* acc) {
+  RunTileImpl<kSubs, kBias, kSigned>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, stride, nbc, a, t0, b0,
+                                     acc);
+}
+
+// Prefetch of the next chunk's weight bytes, spread over the current chunk's token tiles.
+struct Prefetcher {
+  const uint8_t* rows[kRows];
+  int nrows = 0;
+  size_t begin = 0, lines = 0;
+
+  void Plan(const MatrixView& w, int64_t r0, int64_t r_end, int64_t nb, int64_t b0, int64_t nbc) {
+    nrows = static_cast<int>(std::min<int64_t>(kRows, r_end - r0));
+    if (nrows <= 0) return;
+    for (int i = 0; i < nrows; ++i) rows[i] = w.Row(r0 + i);
+    begin = w.row_bytes * static_cast<size_t>(b0) / static_cast<size_t>(nb);
+    size_t end = w.row_bytes * static_cast<size_t>(b0 + nbc) / static_cast<size_t>(nb);
+    lines = (end - begin + 63) / 64 + 1;
+  }
+  void Issue(int64_t k, int64_t n) const {
+    if (nrows <= 0) return;
+    const size_t total = lines * static_cast<size_t>(nrows);
+    const size_t from = total * static_cast<size_t>(k) / static_cast<size_t>(n);
+    const size_t to = total * static_cast<size_t>(k + 1) / static_cast<size_t>(n);
+    for (size_t i = from; i < to; ++i)
+      _mm_prefetch(reinterpret_cast<const char*>(rows[i / lines] + begin + (i % lines) * 64), _MM_HINT_T0);
+  }
+};
+
+size_t PanelBytes() { return kChunkBlocks * (kCodeBytes + 32 * 2); }
+size_t ScratchBytes(int64_t n_tokens) {
+  return PanelBytes() + static_cast<size_t>(std::min<int64_t>(n_tokens, kTokBlock)) * 32 + 64;
+}
+int CodeOffset(const MatrixView& w, QFormat fmt) { return CodeOffsetOf<kSignedQ8>(w, fmt); }
+
+// Writes the finished accumulators of rows [r0, r0 + nrows) for tokens [tb0, tb0 + nt).
+void StoreRows(const QuantArgs& args, const float* acc, int64_t tb0, int64_t nt, int64_t r0, int nrows) {
+    alignas(32) float out[8];
+    for (int64_t t = 0; t < nt; ++t) {
+      _mm256_store_ps(out, _mm256_load_ps(acc + t * 8));
+      std::memcpy(args.y + (tb0 + t) * args.y_stride + r0, out, static_cast<size_t>(nrows) * 4);
+    }
+}
+
+// Rows [row_begin, row_end) for all tokens. Loop nest: token block (kTokBlock) > row group (kRows) >
+// column chunk (kChunkBlocks: build the panel, prefetch the next one) > token tile (kTokTile, registers).
+// Each output's f32 accumulator lives in `acc` between chunks; its operations do not depend on the nest.
+template <typename U>
+void QuantRowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  const MatrixView& w = *args.w;
+  const QuantizedActs& a = *args.acts;
+  const QFormat fmt = args.fmt;
+  const int64_t nb = a.nb, n_tokens = a.n_tokens, stride = BlockStride(fmt);
+  const bool is_signed = UsesSignedCodes(w, fmt);
+  uint8_t* panel = scratch;
+  float* acc = reinterpret_cast<float*>(scratch + PanelBytes());
+  auto tile = [&](int tt, int64_t nbc, int64_t t0, int64_t b0, float* ac) {
+    if (fmt == QFormat::kQ6_K) {
+      RunTile<2, false, false>(tt, panel, stride, nbc, a, t0, b0, ac);
+    } else if (HasBias(fmt)) {
+      if (is_signed) {
+        RunTile<1, true, true>(tt, panel, stride, nbc, a, t0, b0, ac);
+      } else {
+        RunTile<1, true, false>(tt, panel, stride, nbc, a, t0, b0, ac);
+      }
+    } else if (is_signed) {
+      RunTile<1, false, true>(tt, panel, stride, nbc, a, t0, b0, ac);
+    } else {
+      RunTile<1, false, false>(tt, panel, stride, nbc, a, t0, b0, ac);
+    }
+  };
+  for (int64_t tb0 = 0; tb0 < n_tokens; tb0 += kTokBlock) {
+    const int64_t nt = std::min<int64_t>(kTokBlock, n_tokens - tb0);
+    const int64_t n_tiles = (nt + kTokTile - 1) / kTokTile;
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
+      const int nrows = static_cast<int>(std::min<int64_t>(kRows, row_end - r0));
+      const uint8_t* rows[kRows];
+      for (int i = 0; i < kRows; ++i) rows[i] = w.Row(r0 + std::min(i, nrows - 1));
+      std::memset(acc, 0, static_cast<size_t>(nt) * 32);
+      for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
+        const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
+        BuildPanel<U>(w, fmt, rows, r0, nrows, b0, nbc, panel);
+        Prefetcher next;
+        if (b0 + kChunkBlocks < nb) {
+          next.Plan(w, r0, row_end, nb, b0 + kChunkBlocks, std::min<int64_t>(kChunkBlocks, nb - b0 - kChunkBlocks));
+        } else if (r0 + kRows < row_end) {
+          next.Plan(w, r0 + kRows, row_end, nb, 0, std::min<int64_t>(kChunkBlocks, nb));
+        }
+        for (int64_t k = 0; k < n_tiles; ++k) {
+          next.Issue(k, n_tiles);
+          const int64_t t0 = tb0 + k * kTokTile;
+          tile(static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0)), nbc, t0, b0, acc + (t0 - tb0) * 8);
+        }
+      }
+      StoreRows(args, acc, tb0, nt, r0, nrows);
+    }
+  }
+}
+
+void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  WithUnpacker<kSignedQ8>(*args.w, args.fmt,
+                    [&](auto u) { QuantRowsT<decltype(u)>(args, row_begin, row_end, scratch); });
+}
+
+// ---- activation quantization (bit-identical to QuantizeActs) -------------------------------------------
+PARALLM_INLINE int32_t HSumI(__m256i v) {
+  __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4E));
+  x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1));
+  return _mm_cvtsi128_si32(x);
+}
+
+void QuantizeActs256(const float* x, int64_t t0, int64_t t1, int code_offset, QuantizedActs* a) {
+  const int64_t cols = a->cols, nb = a->nb;
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* xt = x + t * cols;
+    int8_t* qt = a->q + t * cols;
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* xb = xt + b * 32;
+      const __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8), x2 = _mm256_loadu_ps(xb + 16),
+                   x3 = _mm256_loadu_ps(xb + 24);
+      __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(x0, abs_mask), _mm256_and_ps(x1, abs_mask)),
+                               _mm256_max_ps(_mm256_and_ps(x2, abs_mask), _mm256_and_ps(x3, abs_mask)));
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+      const float amax = _mm_cvtss_f32(m4);
+      const float d = amax / 127.0f;
+      const float id = d != 0 ? 1.0f / d : 0.0f;
+      const __m256 vid = _mm256_set1_ps(id);
+      __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(x0, vid)), q1 = _mm256_cvtps_epi32(_mm256_mul_ps(x1, vid));
+      __m256i q2 = _mm256_cvtps_epi32(_mm256_mul_ps(x2, vid)), q3 = _mm256_cvtps_epi32(_mm256_mul_ps(x3, vid));
+      q0 = _mm256_max_epi32(_mm256_min_epi32(q0, hi), lo);
+      q1 = _mm256_max_epi32(_mm256_min_epi32(q1, hi), lo);
+      q2 = _mm256_max_epi32(_mm256_min_epi32(q2, hi), lo);
+      q3 = _mm256_max_epi32(_mm256_min_epi32(q3, hi), lo);
+      // packs work per 128-bit lane; the final dword permute restores column order.
+      const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qt + b * 32), _mm256_permutevar8x32_epi32(p, order));
+      const int32_t s0 = HSumI(_mm256_add_epi32(q0, q1)), s1 = HSumI(_mm256_add_epi32(q2, q3));
+      a->d[t * nb + b] = d;
+      a->ds[t * nb + b] = d * static_cast<float>(s0 + s1);
+      if (a->subs == 1) {
+        a->corr[t * nb + b] = -code_offset * (s0 + s1);
+      } else {
+        a->corr[(t * nb + b) * 2] = -code_offset * s0;
+        a->corr[(t * nb + b) * 2 + 1] = -code_offset * s1;
+      }
+    }
+  }
+}
+
+// ---- f32 FMA path ---------------------------------------------------------------------------------------
+// One output = one ymm accumulator over columns in steps of 8, the tail zero-padded through a small buffer,
+// then a fixed horizontal sum.
+template <DType kType>
+PARALLM_INLINE __m256 LoadW8(const uint8_t* row, int64_t c) {
+  if constexpr (kType == DType::kF32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + c));
+    if constexpr (kType == DType::kF16) {
+      return _mm256_cvtph_ps(h);
+    } else {
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+  }
+}
+
+PARALLM_INLINE float HSum(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+template <DType kType, int R, int T>
+void FloatTile(const FloatArgs& a, int64_t r0, int64_t t0) {
+  const MatrixView& w = *a.w;
+  const int64_t cols = w.cols, full = cols / 8 * 8;
+  const size_t esize = Info(kType).block_bytes;
+  __m256 acc[R][T];
+  const uint8_t* rows[R];
+  const float* xs[T];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) rows[r] = w.Row(r0 + r);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) xs[t] = a.x + (t0 + t) * cols;
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < full; c += 8) {
+    __m256 xv[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(xs[t] + c);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m256 wv = LoadW8<kType>(rows[r], c);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+  if (full < cols) {
+    const int64_t n = cols - full;
+    alignas(32) uint8_t wtail[R][32] = {};
+    alignas(32) float xtail[T][8] = {};
+    for (int r = 0; r < R; ++r) std::memcpy(wtail[r], rows[r] + full * esize, static_cast<size_t>(n) * esize);
+    for (int t = 0; t < T; ++t) std::memcpy(xtail[t], xs[t] + full, static_cast<size_t>(n) * 4);
+    for (int r = 0; r < R; ++r) {
+      const __m256 wv = LoadW8<kType>(wtail[r], 0);
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_fmadd_ps(wv, _mm256_load_ps(xtail[t]), acc[r][t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.y_stride + r0 + r] = HSum(acc[r][t]);
+}
+
+template <DType kType, int R>
+void FloatTileT(const FloatArgs& a, int64_t r0, int64_t t0, int tt) {
+  switch (tt) {
+    case 1: return FloatTile<kType, R, 1>(a, r0, t0);
+    case 2: return FloatTile<kType, R, 2>(a, r0, t0);
+    default: return FloatTile<kType, R, 3>(a, r0, t0);
+  }
+}
+
+// Tiles of 4 rows x 3 tokens: 12 accumulators + 3 activation registers + 1 weight register.
+template <DType kType>
+void FloatRowsT(const FloatArgs& a, int64_t row_begin, int64_t row_end) {
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += 4) {
+    const int rr = static_cast<int>(std::min<int64_t>(4, row_end - r0));
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += 3) {
+      const int tt = static_cast<int>(std::min<int64_t>(3, a.n_tokens - t0));
+      switch (rr) {
+        case 1: FloatTileT<kType, 1>(a, r0, t0, tt); break;
+        case 2: FloatTileT<kType, 2>(a, r0, t0, tt); break;
+        case 3: FloatTileT<kType, 3>(a, r0, t0, tt); break;
+        default: FloatTileT<kType, 4>(a, r0, t0, tt); break;
+      }
+    }
+  }
+}
+
+void FloatRows(const FloatArgs& a, int64_t row_begin, int64_t row_end) {
+  switch (a.w->dtype) {
+    case DType::kF32: return FloatRowsT<DType::kF32>(a, row_begin, row_end);
+    case DType::kF16: return FloatRowsT<DType::kF16>(a, row_begin, row_end);
+    default: return FloatRowsT<DType::kBF16>(a, row_begin, row_end);
+  }
+}
+
+const IsaKernels kKernels{kRows, &CodeOffset, &ScratchBytes, &QuantizeActs256, &QuantRows, &FloatRows};

@@ -1,0 +1,91 @@
+// Internals shared by the MatMul paths (scalar twin, AVX2, AVX-VNNI, AVX-512): activation quantization,
+// per-block weight parameters, and the per-ISA entry points that matmul.cpp dispatches to.
+//
+// The int8 path, in one formula. For token t, weight row r and 32-column block b, with the activation
+// block quantized as x_i ~= dx * qx_i (qx_i in [-127, 127], dx = amax / 127, S = sum qx_i, ds = dx * S):
+//   idot = sum_i code_i * qx_i                    exact int32, weight codes after their format offset
+//   acc  = fma(float(idot), scale * dx, acc)      Q6_K does this per 16-column half, each with its scale
+//   acc  = fma(bias, ds, acc)                     Q4_K (bias = -dmin * m) and MLX (bias) only
+// blocks in increasing b, acc starting at 0, Y[t, r] = acc. Every path performs exactly these f32 operations
+// for every (t, r) whatever the batch and tiling (the SIMD paths keep one row per vector lane, so a lane's
+// operations are these scalar ones), so all paths, batch sizes and thread splits agree bit for bit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/matrix.h"
+
+namespace parallm::mm {
+
+// The weight formats of the int8 path.
+enum class QFormat : uint8_t { kQ8_0, kQ4_0, kQ4_K, kQ6_K, kMlx };
+
+// Returns false for float weights (F32/F16/BF16), which take the f32 FMA path.
+bool QuantFormatOf(const MatrixView& w, QFormat* fmt);
+inline bool HasBias(QFormat f) { return f == QFormat::kQ4_K || f == QFormat::kMlx; }
+inline int SubBlocks(QFormat f) { return f == QFormat::kQ6_K ? 2 : 1; }  // int sums per 32-column block
+
+// Activation rows quantized to blocks of 32 int8 (layout [token][...], all arrays owned by the caller).
+struct QuantizedActs {
+  int64_t n_tokens = 0;
+  int64_t cols = 0;
+  int64_t nb = 0;            // cols / 32
+  int subs = 1;              // int corrections per block: 1, or 2 (per 16 columns, Q6_K)
+  int8_t* q = nullptr;       // [n_tokens][cols]
+  float* d = nullptr;        // [n_tokens][nb] block scale dx
+  float* ds = nullptr;       // [n_tokens][nb] dx * float(sum of the block's qx)
+  int32_t* corr = nullptr;   // [n_tokens][nb * subs] -code_offset * (sum of qx over the block or half-block)
+};
+
+// Bytes needed by QuantizeActs' arrays for this shape (with alignment slack); CarveActs lays them out in `buf`.
+size_t ActsBytes(int64_t n_tokens, int64_t cols, int subs);
+QuantizedActs CarveActs(void* buf, int64_t n_tokens, int64_t cols, int subs);
+// Quantizes tokens [t0, t1) of x ([n_tokens][cols] f32). `code_offset` is what the SIMD kernel adds to the
+// weight codes to make them the unsigned (or signed) bytes it multiplies; corr undoes it in the int domain.
+void QuantizeActs(const float* x, int64_t t0, int64_t t1, int code_offset, QuantizedActs* a);
+
+// Decode parameters of blocks [b0, b1) (32 columns each) of weight row r, written at out[(b - b0) * stride]:
+// scale0 (first or only sub-block scale), scale1 (Q6_K second half; may be null otherwise), bias (Q4_K/MLX;
+// may be null otherwise).
+void BlockParamsRow(const MatrixView& w, QFormat fmt, int64_t r, int64_t b0, int64_t b1, float* scale0,
+                    float* scale1, float* bias, int64_t stride);
+// The 32 integer weight codes of block b of row r after the format's own offset (Q8_0: qs; Q4_0: q - 8;
+// Q4_K: q; Q6_K: q - 32; MLX: q), i.e. the integers whose dot with qx the formula above needs.
+void BlockCodes(const MatrixView& w, QFormat fmt, int64_t r, int64_t b, int16_t* codes);
+
+// ---- Per-ISA entry points -----------------------------------------------------------------------------------
+// Rows are processed in groups of RowGroup() (one row per vector lane); a task covers whole groups, except
+// the last group of the matrix, which may be ragged. Scratch: ScratchBytes(n_tokens) bytes, 64-byte aligned,
+// owned by the calling thread.
+struct QuantArgs {
+  const MatrixView* w = nullptr;
+  QFormat fmt = QFormat::kQ8_0;
+  const QuantizedActs* acts = nullptr;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+struct FloatArgs {
+  const MatrixView* w = nullptr;
+  const float* x = nullptr;
+  int64_t n_tokens = 0;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+
+struct IsaKernels {
+  int row_group = 16;
+  int (*code_offset)(const MatrixView& w, QFormat fmt) = nullptr;
+  size_t (*scratch_bytes)(int64_t n_tokens) = nullptr;
+  // Same contract and bit-identical results as QuantizeActs.
+  void (*quantize_acts)(const float* x, int64_t t0, int64_t t1, int code_offset, QuantizedActs* a) = nullptr;
+  void (*quant_rows)(const QuantArgs& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) = nullptr;
+  void (*float_rows)(const FloatArgs& a, int64_t row_begin, int64_t row_end) = nullptr;
+};
+
+// Null when the path is not compiled in.
+const IsaKernels* Avx512Kernels();
+const IsaKernels* AvxVnniKernels();
+const IsaKernels* Avx2Kernels();
+
+}  // namespace parallm::mm

@@ -1,0 +1,44 @@
+// CPU feature detection and forcing a kernel path.
+#include "kernels/cpu_features.h"
+
+#include <gtest/gtest.h>
+
+namespace parallm {
+namespace {
+
+TEST(CpuFeaturesTest, BestPathIsSupportedAndNamed) {
+  IsaPath best = BestSupportedIsa();
+  EXPECT_TRUE(IsIsaSupported(best));
+  EXPECT_TRUE(IsIsaSupported(IsaPath::kScalar));
+  EXPECT_EQ(IsaName(IsaPath::kScalar), "scalar");
+  EXPECT_EQ(IsaName(IsaPath::kAvx512), "avx512");
+  EXPECT_EQ(IsaName(IsaPath::kAvxVnni), "avxvnni");
+  EXPECT_EQ(IsaName(IsaPath::kAvx2), "avx2");
+  // The paths form a ladder: AVX-512 and AVX-VNNI kernels assume AVX2.
+  if (IsIsaSupported(IsaPath::kAvx512) || IsIsaSupported(IsaPath::kAvxVnni)) {
+    EXPECT_TRUE(IsIsaSupported(IsaPath::kAvx2));
+  }
+#if defined(__x86_64__)
+  EXPECT_FALSE(IsIsaSupported(IsaPath::kNeon));
+#endif
+}
+
+TEST(CpuFeaturesTest, ForceIsaSwitchesActivePath) {
+  for (IsaPath p : {IsaPath::kScalar, IsaPath::kAvx2, IsaPath::kAvxVnni, IsaPath::kAvx512}) {
+    if (!IsIsaSupported(p)) continue;
+    ForceIsa(p);
+    EXPECT_EQ(ActiveIsa(), p);
+  }
+  ForceIsa(BestSupportedIsa());
+  EXPECT_EQ(ActiveIsa(), BestSupportedIsa());
+}
+
+TEST(CpuFeaturesDeathTest, ForcingAnUnsupportedPathAborts) {
+  for (IsaPath p : {IsaPath::kAvx2, IsaPath::kAvxVnni, IsaPath::kAvx512, IsaPath::kNeon}) {
+    if (IsIsaSupported(p)) continue;
+    EXPECT_DEATH(ForceIsa(p), "not supported");
+  }
+}
+
+}  // namespace
+}  // namespace parallm

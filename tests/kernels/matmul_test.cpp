@@ -1,0 +1,321 @@
+// MatMul on every weight type and every kernel path this CPU supports:
+// - fast == ref::MatMul bit for bit on the int8 path (both follow matmul_internal.h's formula), and to f32
+//   rounding on the float path;
+// - both within the int8 activation-quantization bound of an f32 dot of the dequantized weights;
+// - batch invariance: each token of a 37-token batch equals that token computed alone, bit for bit;
+// - ragged shapes, y_stride > rows (padding untouched), no pool vs a 2-thread pool identical.
+#include "kernels/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kernels/cpu_features.h"
+#include "tensor/mlx_affine.h"
+#include "tensor/quant.h"
+
+namespace parallm {
+namespace {
+
+// A weight type: a dense DType, or MLX affine with bits / group / scale type.
+struct WType {
+  WType(DType t) : dtype(t) {}
+  WType(DType t, bool m, MlxAffineParams params) : dtype(t), mlx(m), p(params) {}
+  DType dtype;
+  bool mlx = false;
+  MlxAffineParams p;
+  std::string Name() const {
+    if (!mlx) return std::string(parallm::Name(dtype));
+    return "mlx" + std::to_string(p.bits) + "g" + std::to_string(p.group_size) + "_" + std::string(parallm::Name(dtype));
+  }
+  int64_t ColAlign() const {
+    if (mlx) return p.group_size;
+    if (dtype == DType::kQ4_K || dtype == DType::kQ6_K) return 256;
+    if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0) return 32;
+    return 1;
+  }
+  bool Quantized() const { return mlx || !Info(dtype).is_float; }
+};
+
+std::vector<WType> AllTypes() {
+  std::vector<WType> v;
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K})
+    v.push_back(WType(t));
+  for (int bits : {2, 3, 4, 5, 6, 8})
+    for (int g : {32, 64, 128}) v.push_back({DType::kF16, true, {bits, g}});
+  v.push_back({DType::kBF16, true, {4, 64}});
+  v.push_back({DType::kF32, true, {8, 32}});
+  v.push_back({DType::kBF16, true, {3, 128}});
+  return v;
+}
+
+// Owns a weight matrix's bytes and the view over them.
+struct Weights {
+  std::vector<uint8_t> data, scales, biases;
+  MatrixView view;
+};
+
+Weights MakeWeights(const WType& t, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 0.5f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  Weights w;
+  MatrixView& v = w.view;
+  v.rows = rows;
+  v.cols = cols;
+  v.dtype = t.dtype;
+  if (!t.mlx) {
+    v.row_bytes = RowBytes(t.dtype, cols);
+    w.data.resize(v.row_bytes * rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (float& x : row) x = dist(rng) * (1.0f + r % 5);
+      QuantizeRow(t.dtype, row.data(), w.data.data() + r * v.row_bytes, cols);
+    }
+  } else {
+    v.kind = MatrixView::Kind::kMlxAffine;
+    v.mlx = t.p;
+    v.row_bytes = static_cast<size_t>(cols * t.p.bits / 8);
+    size_t sb = Info(t.dtype).block_bytes, groups = static_cast<size_t>(cols / t.p.group_size);
+    w.data.resize(v.row_bytes * rows);
+    w.scales.resize(sb * groups * rows);
+    w.biases.resize(sb * groups * rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (float& x : row) x = dist(rng) + 0.3f * (r % 3);  // biased rows exercise the bias term
+      MlxQuantizeRow(t.p, row.data(), cols, t.dtype, reinterpret_cast<uint32_t*>(w.data.data() + r * v.row_bytes),
+                     w.scales.data() + r * groups * sb, w.biases.data() + r * groups * sb);
+    }
+    v.scales = w.scales.data();
+    v.biases = w.biases.data();
+  }
+  v.data = w.data.data();
+  return w;
+}
+
+std::vector<float> MakeActs(int64_t n_tokens, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n_tokens * cols));
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t c = 0; c < cols; ++c) x[t * cols + c] = dist(rng) * (1.0f + (t % 4)) + (c % 97 == 0 ? 4.0f : 0.0f);
+  return x;
+}
+
+std::vector<IsaPath> FastPaths() {
+  std::vector<IsaPath> v;
+  for (IsaPath p : {IsaPath::kAvx2, IsaPath::kAvxVnni, IsaPath::kAvx512, IsaPath::kNeon})
+    if (IsIsaSupported(p)) v.push_back(p);
+  return v;
+}
+
+// Restores the process's kernel path after a test forces one.
+class MatMulTest : public ::testing::Test {
+ protected:
+  void TearDown() override { ForceIsa(BestSupportedIsa()); }
+};
+
+bool BitEqual(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+
+// Checks y against an f32 dot of dequantized weights and unquantized activations. Quantized weights:
+// each activation block is rounded to steps of dx = amax/127, so |error| <= sum_b (dx_b / 2) * sum_{i in b} |w_i|,
+// plus f32 rounding. Float weights: f32 rounding only.
+void ExpectNearExact(const Weights& w, const WType& t, const float* x, int64_t n_tokens, const float* y,
+                     int64_t y_stride, const std::string& what) {
+  const int64_t cols = w.view.cols;
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < w.view.rows; ++r) {
+    DequantizeMatrixRow(w.view, r, row.data());
+    for (int64_t t_ = 0; t_ < n_tokens; ++t_) {
+      const float* xt = x + t_ * cols;
+      double exact = 0, mag = 0, bound = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        exact += static_cast<double>(row[c]) * xt[c];
+        mag += std::fabs(static_cast<double>(row[c]) * xt[c]);
+      }
+      if (t.Quantized()) {
+        for (int64_t b = 0; b < cols / 32; ++b) {
+          double amax = 0, wsum = 0;
+          for (int i = 0; i < 32; ++i) {
+            amax = std::max(amax, std::fabs(static_cast<double>(xt[b * 32 + i])));
+            wsum += std::fabs(row[b * 32 + i]);
+          }
+          bound += amax / 127 / 2 * wsum;
+        }
+      }
+      bound += 1e-5 * mag + 1e-6;
+      ASSERT_NEAR(y[t_ * y_stride + r], exact, bound) << what << " r " << r << " t " << t_;
+    }
+  }
+}
+
+// All checks for one type on one shape, on every supported fast path.
+void CheckShape(const WType& t, int64_t rows, int64_t cols, int64_t n_tokens, uint32_t seed) {
+  Weights w = MakeWeights(t, rows, cols, seed);
+  std::vector<float> x = MakeActs(n_tokens, cols, seed + 1);
+  const int64_t y_stride = rows + 3;
+  const float kSentinel = -12345.0f;
+  std::vector<float> y_ref(n_tokens * y_stride, kSentinel);
+  ref::MatMul(w.view, x.data(), n_tokens, y_ref.data(), y_stride, nullptr);
+  std::string shape = t.Name() + " " + std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(n_tokens);
+  ExpectNearExact(w, t, x.data(), n_tokens, y_ref.data(), y_stride, "ref " + shape);
+
+  ThreadPool pool(2);
+  for (IsaPath isa : FastPaths()) {
+    ForceIsa(isa);
+    std::string what = std::string(IsaName(isa)) + " " + shape;
+    std::vector<float> y(n_tokens * y_stride, kSentinel), y_pool(n_tokens * y_stride, kSentinel);
+    MatMul(w.view, x.data(), n_tokens, y.data(), y_stride, nullptr);
+    MatMul(w.view, x.data(), n_tokens, y_pool.data(), y_stride, &pool);
+    for (int64_t i = 0; i < n_tokens * y_stride; ++i) {
+      ASSERT_TRUE(BitEqual(y[i], y_pool[i])) << what << " pool differs at " << i;
+      if (i % y_stride >= rows) {
+        ASSERT_EQ(y[i], kSentinel) << what << " wrote padding at " << i;
+      }
+    }
+    for (int64_t t_ = 0; t_ < n_tokens; ++t_) {
+      for (int64_t r = 0; r < rows; ++r) {
+        float a = y[t_ * y_stride + r], b = y_ref[t_ * y_stride + r];
+        if (t.Quantized()) {
+          ASSERT_TRUE(BitEqual(a, b)) << what << " vs ref r " << r << " t " << t_ << ": " << a << " vs " << b;
+        } else {
+          double mag = 0;
+          std::vector<float> row(cols);
+          DequantizeMatrixRow(w.view, r, row.data());
+          for (int64_t c = 0; c < cols; ++c) mag += std::fabs(row[c] * x[t_ * cols + c]);
+          ASSERT_NEAR(a, b, 1e-5 * mag + 1e-6) << what << " vs ref r " << r << " t " << t_;
+        }
+      }
+    }
+    ExpectNearExact(w, t, x.data(), n_tokens, y.data(), y_stride, what);
+  }
+}
+
+TEST_F(MatMulTest, EveryTypeEveryPathRaggedShapes) {
+  for (const WType& t : AllTypes()) {
+    const int64_t a = std::max<int64_t>(t.ColAlign(), 32);
+    CheckShape(t, 37, a * 2, 5, 1);
+    CheckShape(t, 16, a, 1, 2);
+    if (t.ColAlign() <= 64) CheckShape(t, 9, a * 3, 17, 3);  // odd block counts, rows < one group
+    if (HasFailure()) return;
+  }
+}
+
+TEST_F(MatMulTest, FloatColsNotMultipleOfVector) {
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+    CheckShape({dt}, 21, 37, 3, 4);
+    CheckShape({dt}, 5, 7, 11, 5);
+    CheckShape({dt}, 33, 1, 2, 6);
+  }
+}
+
+// Token t of a 37-token batch equals token t computed alone (and inside a batch of different tokens),
+// bit for bit, on every path.
+TEST_F(MatMulTest, BatchInvariance) {
+  const int64_t n = 37;
+  ThreadPool pool(2);
+  std::vector<IsaPath> paths = FastPaths();
+  paths.push_back(IsaPath::kScalar);
+  for (const WType& t : AllTypes()) {
+    const int64_t cols = std::max<int64_t>(t.ColAlign(), 32) * (t.ColAlign() >= 256 ? 1 : 4) + (t.ColAlign() == 1 ? 5 : 0);
+    const int64_t rows = 45;
+    Weights w = MakeWeights(t, rows, cols, 21);
+    std::vector<float> x = MakeActs(n, cols, 22);
+    for (IsaPath isa : paths) {
+      ForceIsa(isa);
+      std::vector<float> y(n * rows), y1(rows), y_sub(n * rows);
+      MatMul(w.view, x.data(), n, y.data(), rows, &pool);
+      for (int64_t t_ = 0; t_ < n; ++t_) {
+        MatMul(w.view, x.data() + t_ * cols, 1, y1.data(), rows, nullptr);
+        for (int64_t r = 0; r < rows; ++r)
+          ASSERT_TRUE(BitEqual(y[t_ * rows + r], y1[r])) << t.Name() << " " << IsaName(isa) << " t " << t_ << " r " << r;
+      }
+      // Tokens 3.. as their own batch of 34 (a different tile split).
+      MatMul(w.view, x.data() + 3 * cols, n - 3, y_sub.data(), rows, nullptr);
+      for (int64_t i = 0; i < (n - 3) * rows; ++i)
+        ASSERT_TRUE(BitEqual(y[3 * rows + i], y_sub[i])) << t.Name() << " " << IsaName(isa) << " offset batch at " << i;
+    }
+  }
+}
+
+TEST_F(MatMulTest, LargerShapeMatchesRef) {
+  // A few hundred rows and a deep reduction, as in a model, with the pool.
+  for (DType dt : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kBF16}) CheckShape({dt}, 200, 1024, 9, 7);
+  CheckShape({DType::kF16, true, {4, 64}}, 200, 1024, 9, 8);
+}
+
+TEST_F(MatMulTest, ManyTokensSpanTokenBlocks) {
+  // More tokens than one panel pass (256): the token-block loop and its accumulators.
+  CheckShape(WType(DType::kQ8_0), 21, 64, 300, 10);
+  CheckShape(WType(DType::kQ6_K), 9, 256, 260, 11);
+  CheckShape(WType(DType::kF16), 5, 40, 270, 12);
+}
+
+// A copy of `bytes` that ends exactly at an inaccessible page, so any read past the end faults.
+class GuardedCopy {
+ public:
+  explicit GuardedCopy(const std::vector<uint8_t>& bytes) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_ = (bytes.size() + page - 1) / page * page + page;
+    void* m = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(m, MAP_FAILED);
+    base_ = static_cast<uint8_t*>(m);
+    EXPECT_EQ(mprotect(base_ + size_ - page, page, PROT_NONE), 0);
+    data_ = base_ + size_ - page - bytes.size();
+    if (!bytes.empty()) std::memcpy(data_, bytes.data(), bytes.size());
+  }
+  ~GuardedCopy() { munmap(base_, size_); }
+  GuardedCopy(const GuardedCopy&) = delete;
+  GuardedCopy& operator=(const GuardedCopy&) = delete;
+  const uint8_t* data() const { return data_; }
+
+ private:
+  uint8_t* base_ = nullptr;
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// The kernels' wide loads and gathers must stay inside the weight bytes, scales and biases: each is placed
+// against a guard page (a read past the last row's last block faults). The results must not change.
+TEST_F(MatMulTest, NoReadsPastTheEnd) {
+  for (const WType& t : AllTypes()) {
+    const int64_t cols = std::max<int64_t>(t.ColAlign(), 32) + (t.ColAlign() == 1 ? 3 : 0);
+    for (int64_t rows : {16, 19}) {
+      Weights w = MakeWeights(t, rows, cols, 31);
+      GuardedCopy data(w.data), scales(w.scales), biases(w.biases);
+      MatrixView v = w.view;
+      v.data = data.data();
+      if (t.mlx) {
+        v.scales = scales.data();
+        v.biases = biases.data();
+      }
+      std::vector<float> x = MakeActs(3, cols, 32), y_ref(3 * rows), y(3 * rows);
+      ref::MatMul(v, x.data(), 3, y_ref.data(), rows, nullptr);
+      for (IsaPath isa : FastPaths()) {
+        ForceIsa(isa);
+        MatMul(v, x.data(), 3, y.data(), rows, nullptr);
+        if (t.Quantized()) {
+          for (int64_t i = 0; i < 3 * rows; ++i) ASSERT_TRUE(BitEqual(y[i], y_ref[i])) << t.Name() << " " << IsaName(isa);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(MatMulTest, ZeroActivationsGiveZero) {
+  for (const WType& t : AllTypes()) {
+    const int64_t cols = std::max<int64_t>(t.ColAlign(), 32);
+    Weights w = MakeWeights(t, 20, cols, 5);
+    std::vector<float> x(2 * cols, 0.0f), y(2 * 20, 1.0f);
+    MatMul(w.view, x.data(), 2, y.data(), 20, nullptr);
+    for (float v : y) ASSERT_EQ(v, 0.0f) << t.Name();
+  }
+}
+
+}  // namespace
+}  // namespace parallm

@@ -3,6 +3,7 @@
 // RoPE pairing, tied embeddings) come from ModelConfig flags set by arch/*.cpp.
 #include <cmath>
 
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/model.h"
@@ -117,48 +118,31 @@ void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits
   MatMul(w.output, xn_.data(), n_out, logits, c.vocab, pool);
 }
 
-// Causal grouped-query attention for every (token, query head), reading keys and values through the
-// sequence's block table. Each (token, head) is computed alone in a fixed order, so results do not depend on
-// the batch.
+// Causal grouped-query attention for every token, split into (token, KV head) tasks across threads; each
+// token reads keys and values through its sequence's block table. A (token, head) result depends only on that
+// token's sequence, whatever the batch or the split.
 void Model::Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, ThreadPool* pool) {
   const ModelConfig& c = loaded_.config;
   const int64_t T = batch.num_tokens();
   const int64_t Q = c.q_dim();
-  const int group = c.n_heads / c.n_kv_heads;
-  const int block_size = kv.shape().block_size;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  const PagedKvView view{kv.Key(layer, 0), kv.Value(layer, 0), static_cast<int64_t>(c.kv_dim()), kv.shape().block_size};
   const int n_threads = pool ? pool->num_threads() : 1;
   if (static_cast<int>(scores_.size()) < n_threads) scores_.resize(static_cast<size_t>(n_threads));
 
   auto task = [&](int64_t index, int thread) {
-    const int64_t t = index / c.n_heads;
-    const int h = static_cast<int>(index % c.n_heads);
-    const int kvh = h / group;
+    const int64_t t = index / c.n_kv_heads;
+    const int kvh = static_cast<int>(index % c.n_kv_heads);
     const SequenceSlice& seq = batch.sequences[static_cast<size_t>(token_seq_[static_cast<size_t>(t)])];
     const int64_t n_ctx = batch.positions[static_cast<size_t>(t)] + 1;  // causal: positions [0, pos]
     PARALLM_CHECK(n_ctx <= seq.context_len);
-    PARALLM_CHECK(n_ctx <= static_cast<int64_t>(seq.block_table.size()) * block_size);
+    PARALLM_CHECK(n_ctx <= static_cast<int64_t>(seq.block_table.size()) * view.block_size);
     std::vector<float>& scores = scores_[static_cast<size_t>(thread)];
     if (static_cast<int64_t>(scores.size()) < n_ctx) scores.resize(static_cast<size_t>(n_ctx));
-    const float* q = q_.data() + t * Q + static_cast<int64_t>(h) * c.head_dim;
-    for (int64_t j = 0; j < n_ctx; ++j) {
-      int64_t slot = static_cast<int64_t>(seq.block_table[static_cast<size_t>(j / block_size)]) * block_size + j % block_size;
-      const float* k = kv.Key(layer, slot) + static_cast<int64_t>(kvh) * c.head_dim;
-      float dot = 0;
-      for (int d = 0; d < c.head_dim; ++d) dot += q[d] * k[d];
-      scores[static_cast<size_t>(j)] = dot * scale;
-    }
-    Softmax(scores.data(), n_ctx);
-    float* out = attn_.data() + t * Q + static_cast<int64_t>(h) * c.head_dim;
-    std::fill_n(out, c.head_dim, 0.0f);
-    for (int64_t j = 0; j < n_ctx; ++j) {
-      int64_t slot = static_cast<int64_t>(seq.block_table[static_cast<size_t>(j / block_size)]) * block_size + j % block_size;
-      const float* v = kv.Value(layer, slot) + static_cast<int64_t>(kvh) * c.head_dim;
-      const float p = scores[static_cast<size_t>(j)];
-      for (int d = 0; d < c.head_dim; ++d) out[d] += p * v[d];
-    }
+    PagedAttention(q_.data() + t * Q, shape, view, seq.block_table, n_ctx, kvh, kvh + 1, scores.data(),
+                   attn_.data() + t * Q);
   };
-  const int64_t n_tasks = T * c.n_heads;
+  const int64_t n_tasks = T * c.n_kv_heads;
   if (pool != nullptr) {
     pool->ParallelFor(n_tasks, task);
   } else {

@@ -15,7 +15,7 @@ namespace {
 
 struct ConvertOptions {
   std::string input, output, tokenizer, to = "gguf", dtype;
-  int bits = 4, group_size = 64;
+  int bits = 4, group_size = 64, high_bits = 0, shard_mb = 0;
 };
 
 int Run(const ConvertOptions& o) {
@@ -33,7 +33,7 @@ int Run(const ConvertOptions& o) {
                             loaded->config.vocab));
   // Default output type: keep floats as they are stored (f32 for llama2.c).
   std::string dtype = o.dtype.empty() ? "f32" : o.dtype;
-  auto options = ParseWriteOptions(o.to, dtype, o.bits, o.group_size);
+  auto options = ParseWriteOptions(o.to, dtype, o.bits, o.group_size, o.high_bits, o.shard_mb);
   if (!options.ok()) return Fail(options.status().message());
   ModelWriter writer(loaded->config, loaded->config.rope_style, *options, *vocab);
   ProgressBar progress("converting " + o.input, static_cast<double>(ParameterCount(loaded->config)) / 1e6,
@@ -62,6 +62,8 @@ void AddConvertCommand(CLI::App& app) {
   cmd->add_option("--dtype", o->dtype, "GGUF: f32 f16 bf16 q8_0 q4_0 q4_k q6_k q4_k_m; hf/mlx: f32 f16 bf16 (default f32)");
   cmd->add_option("--bits", o->bits, "MLX: bits per weight")->capture_default_str();
   cmd->add_option("--group-size", o->group_size, "MLX: group size")->capture_default_str();
+  cmd->add_option("--high-bits", o->high_bits, "MLX: mixed precision (LM head and some v_proj/down_proj)");
+  cmd->add_option("--shard-mb", o->shard_mb, "HF/MLX: safetensors shards of this many MiB");
   cmd->callback([o] {
     if (int rc = Run(*o); rc != 0) throw CLI::RuntimeError(rc);
   });

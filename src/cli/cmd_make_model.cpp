@@ -24,6 +24,8 @@ struct MakeModelOptions {
   std::string dtype;
   int bits = 4;
   int group_size = 64;
+  int high_bits = 0;
+  int shard_mb = 0;
   std::string rope_scaling;
   std::string tokenizer;
   uint64_t seed = 0;
@@ -52,7 +54,7 @@ int Run(const MakeModelOptions& o) {
   } else if (!o.rope_scaling.empty() && o.rope_scaling != "none") {
     return Fail("--rope-scaling takes llama3 or none");
   }
-  auto options = ParseWriteOptions(o.format, o.dtype, o.bits, o.group_size);
+  auto options = ParseWriteOptions(o.format, o.dtype, o.bits, o.group_size, o.high_bits, o.shard_mb);
   if (!options.ok()) return Fail(options.status().message());
   options->name = "parallm-synthetic-" + o.preset;
   // The vocabulary: a given tokenizer.json (the model's vocabulary grows to hold it), or the built-in one.
@@ -121,6 +123,9 @@ void AddMakeModelCommand(CLI::App& app) {
                   "GGUF: f32 f16 bf16 q8_0 q4_0 q4_k q6_k q4_k_m (default q8_0); hf/mlx: f32 f16 bf16");
   cmd->add_option("--bits", o->bits, "MLX: bits per weight (2, 3, 4, 5, 6, 8)")->capture_default_str();
   cmd->add_option("--group-size", o->group_size, "MLX: values per scale/bias group (32, 64, 128)")->capture_default_str();
+  cmd->add_option("--high-bits", o->high_bits,
+                  "MLX: mixed precision as mlx-lm's mixed_<bits>_<high>: LM head and some v_proj/down_proj get these bits");
+  cmd->add_option("--shard-mb", o->shard_mb, "HF/MLX: split the weights into safetensors shards of this many MiB");
   cmd->add_option("--rope-scaling", o->rope_scaling, "llama3: Llama-3 RoPE scaling (factor 8, original context 512)");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "tokenizer.json (or a folder with it) to give the model; default: a built-in byte-level vocabulary");

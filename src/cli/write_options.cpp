@@ -1,9 +1,12 @@
 // Parsing of the output flags shared by make-model and convert (--format/--to, --dtype, --bits, --group-size).
 #include "cli/write_options.h"
 
+#include <algorithm>
+
 namespace parallm::cli {
 
-Result<WriteOptions> ParseWriteOptions(const std::string& format, const std::string& dtype, int bits, int group_size) {
+Result<WriteOptions> ParseWriteOptions(const std::string& format, const std::string& dtype, int bits, int group_size,
+                                       int high_bits, int shard_mb) {
   WriteOptions w;
   if (format == "gguf") {
     w.format = ModelFormat::kGguf;
@@ -26,6 +29,12 @@ Result<WriteOptions> ParseWriteOptions(const std::string& format, const std::str
     w.float_type = *parsed;
     w.mlx.bits = bits;
     w.mlx.group_size = group_size;
+    w.max_shard_bytes = static_cast<size_t>(std::max(shard_mb, 0)) << 20;
+    w.mlx_high_bits = high_bits;
+    MlxAffineParams high{high_bits, group_size};
+    if (format == "mlx" && high_bits > 0 && !IsSupportedMlxAffine(high))
+      return Err("--high-bits {}: MLX affine quantization takes bits 2, 3, 4, 5, 6 or 8", high_bits);
+    if (format != "mlx" && high_bits > 0) return Err("--high-bits applies to --format mlx only");
     if (format == "mlx" && !IsSupportedMlxAffine(w.mlx))
       return Err("--bits {} --group-size {}: MLX affine quantization takes bits 2, 3, 4, 5, 6 or 8 and group size "
                  "32, 64 or 128",
@@ -33,6 +42,8 @@ Result<WriteOptions> ParseWriteOptions(const std::string& format, const std::str
   } else {
     return Err("--format {} is not one of gguf, hf, mlx", format);
   }
+  if (w.format == ModelFormat::kGguf && (high_bits > 0 || shard_mb > 0))
+    return Err("--high-bits and --shard-mb apply to hf/mlx folders only");
   return w;
 }
 

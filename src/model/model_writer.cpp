@@ -106,17 +106,19 @@ ModelWriter::ModelWriter(const ModelConfig& config, RopeStyle source_rope_style,
   vocab_.WriteGguf(gguf_);
 }
 
+bool ModelWriter::UseMoreBits(const std::string& name) const {
+  int layer = -1;
+  if (std::sscanf(name.c_str(), "blk.%d.", &layer) != 1) return false;
+  if (name.find("attn_v.") == std::string::npos && name.find("ffn_down.") == std::string::npos) return false;
+  const int n = config_.n_layers;
+  return layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2;
+}
+
 DType ModelWriter::GgufTypeFor(const std::string& name, int64_t cols) const {
   DType type = options_.gguf_type;
   if (options_.q4_k_m) {
     // llama.cpp's Q4_K_M recipe, simplified: more bits where errors hurt most.
-    type = DType::kQ4_K;
-    int layer = -1;
-    if (std::sscanf(name.c_str(), "blk.%d.", &layer) == 1 &&
-        (name.find("attn_v.") != std::string::npos || name.find("ffn_down.") != std::string::npos) &&
-        (layer < config_.n_layers / 8 || layer >= 7 * config_.n_layers / 8 ||
-         (layer - config_.n_layers / 8) % 3 == 2))
-      type = DType::kQ6_K;
+    type = UseMoreBits(name) ? DType::kQ6_K : DType::kQ4_K;
     if (name == "output.weight" || (config_.tied_embeddings && name == "token_embd.weight")) type = DType::kQ6_K;
   }
   if (cols % Info(type).block_elements != 0) {
@@ -125,6 +127,12 @@ DType ModelWriter::GgufTypeFor(const std::string& name, int64_t cols) const {
     if (cols % Info(type).block_elements != 0) type = DType::kF32;
   }
   return type;
+}
+
+MlxAffineParams ModelWriter::MlxParamsFor(const std::string& name) const {
+  MlxAffineParams p = options_.mlx;
+  if (options_.mlx_high_bits > 0 && (UseMoreBits(name) || name == "output.weight")) p.bits = options_.mlx_high_bits;
+  return p;
 }
 
 Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std::vector<float> values) {
@@ -147,7 +155,8 @@ Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std
   }
   auto hf = HfNameFor(name);
   if (!hf) return Status::Ok();  // e.g. rope_freqs.weight: config.json carries rope_scaling instead
-  const bool quantize = options_.format == ModelFormat::kMlxFolder && matrix && cols % options_.mlx.group_size == 0;
+  const MlxAffineParams p = MlxParamsFor(name);
+  const bool quantize = options_.format == ModelFormat::kMlxFolder && matrix && cols % p.group_size == 0;
   auto keep = [&](const std::string& tensor_name, DType type, std::vector<int64_t> tensor_shape,
                   std::shared_ptr<std::vector<uint8_t>> bytes) {
     TensorView v;
@@ -162,7 +171,6 @@ Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std
     keep(*hf, options_.float_type, shape, Quantize(options_.float_type, values, rows, cols));
     return Status::Ok();
   }
-  const MlxAffineParams& p = options_.mlx;
   const int64_t words = cols * p.bits / 32, groups = cols / p.group_size;
   const size_t scale_bytes = Info(options_.float_type).block_bytes;
   auto codes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * words) * 4);
@@ -174,6 +182,8 @@ Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std
                    scales->data() + static_cast<size_t>(r * groups) * scale_bytes,
                    biases->data() + static_cast<size_t>(r * groups) * scale_bytes);
   std::string module = hf->substr(0, hf->size() - std::string(".weight").size());
+  if (p.bits != options_.mlx.bits || p.group_size != options_.mlx.group_size)
+    mlx_overrides_[module] = boost::json::object{{"group_size", p.group_size}, {"bits", p.bits}};
   keep(*hf, DType::kU32, {rows, words}, codes);
   keep(module + ".scales", options_.float_type, {rows, groups}, scales);
   keep(module + ".biases", options_.float_type, {rows, groups}, biases);
@@ -218,6 +228,7 @@ Status ModelWriter::Finish(const std::string& path) {
     boost::json::object q;
     q["group_size"] = options_.mlx.group_size;
     q["bits"] = options_.mlx.bits;
+    for (const auto& [module, params] : mlx_overrides_) q[module] = params;
     cfg["quantization"] = q;
     cfg["quantization_config"] = q;
   }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <boost/json.hpp>
+
 #include "formats/gguf.h"
 #include "model/config.h"
 #include "model/loader.h"
@@ -29,6 +31,10 @@ struct WriteOptions {
   // HF: the tensors' type; MLX: the type of scales, biases and unquantized tensors (f32, f16 or bf16).
   DType float_type = DType::kF32;
   MlxAffineParams mlx;         // MLX: bits and group size of every matrix (embedding included)
+  // MLX: when > 0, mixed precision as mlx-lm's mixed_<bits>_<high> predicates (after llama.cpp's Q4_K_M):
+  // the LM head, and v_proj / down_proj in the layers that get more bits, use `mlx_high_bits`; config.json
+  // lists them as per-module overrides.
+  int mlx_high_bits = 0;
   size_t max_shard_bytes = 0;  // HF/MLX: 0 = a single model.safetensors
   std::string name = "parallm";  // general.name
 };
@@ -49,6 +55,9 @@ class ModelWriter {
 
  private:
   DType GgufTypeFor(const std::string& name, int64_t cols) const;
+  MlxAffineParams MlxParamsFor(const std::string& name) const;
+  // Layers whose attn_v / ffn_down get more bits in mixed recipes (llama.cpp's use_more_bits).
+  bool UseMoreBits(const std::string& name) const;
 
   ModelConfig config_;
   RopeStyle source_rope_;
@@ -56,6 +65,7 @@ class ModelWriter {
   WriteOptions options_;
   Vocab vocab_;
   GgufWriter gguf_;
+  boost::json::object mlx_overrides_;  // module path -> {"group_size", "bits"}
   TensorSet folder_tensors_;  // HF/MLX: converted tensors, owned by `folder_buffers_`
   std::vector<std::shared_ptr<std::vector<uint8_t>>> folder_buffers_;
 };

@@ -96,7 +96,7 @@ STORAGES = ([_gguf(t, FLOAT_TOL) for t in ("f32", "f16", "bf16")]
             + [_mlx(b) for b in (4, 8, 2, 3, 5, 6)]
             # mlx-lm-style mixed precision (per-module overrides in config.json) and a sharded folder.
             + [Storage("mlx-4bit-mixed8", "mlx", ("--bits", "4", "--group-size", "64", "--high-bits", "8"), QUANT_TOL),
-               Storage("hf-f32-sharded", "hf", ("--dtype", "f32", "--shard-mb", "1"), FLOAT_TOL)])
+               Storage("hf-sharded-f32", "hf", ("--dtype", "f32", "--shard-mb", "1"), FLOAT_TOL)])
 BY_NAME = {s.name: s for s in STORAGES}
 
 

@@ -103,7 +103,7 @@ int RunGenerate(const GenerateOptions& o) {
     boost::json::array ids;
     for (int32_t id : out) ids.push_back(id);
     j["ids"] = ids;
-    j["text"] = text;
+    j["text"] = ToValidUtf8(text);  // a token may end mid-character; JSON needs valid UTF-8
     j["finish_reason"] = finish;
     j["prompt_tokens"] = prompt.size();
     j["completion_tokens"] = out.size();

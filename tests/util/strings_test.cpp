@@ -25,5 +25,16 @@ TEST(HumanBytes, Units) {
   EXPECT_EQ(HumanBytes(3.0 * 1024 * 1024 * 1024), "3.0 GiB");
 }
 
+TEST(ToValidUtf8, KeepsValidTextAndReplacesInvalidSubparts) {
+  EXPECT_EQ(ToValidUtf8("héllo 世界 🙂"), "héllo 世界 🙂");
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(ToValidUtf8("a\x80" "b"), "a" + fffd + "b");         // lone continuation byte
+  EXPECT_EQ(ToValidUtf8("\xE4\xB8"), fffd);                       // truncated 3-byte sequence: one replacement
+  EXPECT_EQ(ToValidUtf8("\xC0\xAF"), fffd + fffd);                // overlong: C0 is never valid
+  EXPECT_EQ(ToValidUtf8("\xED\xA0\x80"), fffd + fffd + fffd);    // surrogate: ED then two stray bytes
+  EXPECT_EQ(ToValidUtf8("\xF4\x90\x80\x80"), fffd + fffd + fffd + fffd);  // above U+10FFFF
+  EXPECT_EQ(ToValidUtf8(std::string("x\0y", 3)), std::string("x\0y", 3));
+}
+
 }  // namespace
 }  // namespace parallm

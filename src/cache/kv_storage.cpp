@@ -14,9 +14,9 @@ PagedKvStorage::PagedKvStorage(const KvStorageShape& shape) : shape_(shape) {
   v_.assign(static_cast<size_t>(shape.n_layers), std::vector<float>(floats));
 }
 
-size_t PagedKvStorage::BytesPerBlock() const {
-  return 2 * sizeof(float) * static_cast<size_t>(shape_.n_layers) * static_cast<size_t>(shape_.block_size) *
-         static_cast<size_t>(slot_floats_);
+size_t PagedKvStorage::BytesPerBlock(const KvStorageShape& s) {
+  return 2 * sizeof(float) * static_cast<size_t>(s.n_layers) * static_cast<size_t>(s.block_size) *
+         static_cast<size_t>(s.n_kv_heads) * static_cast<size_t>(s.head_dim);
 }
 
 }  // namespace parallm

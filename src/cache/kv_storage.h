@@ -24,7 +24,8 @@ class PagedKvStorage {
   const KvStorageShape& shape() const { return shape_; }
   int64_t num_slots() const { return static_cast<int64_t>(shape_.num_blocks) * shape_.block_size; }
   // Bytes per block over all layers, K and V (what one block of 16 tokens costs).
-  size_t BytesPerBlock() const;
+  size_t BytesPerBlock() const { return BytesPerBlock(shape_); }
+  static size_t BytesPerBlock(const KvStorageShape& shape);
   size_t TotalBytes() const { return BytesPerBlock() * static_cast<size_t>(shape_.num_blocks); }
 
   // Slot `slot` (= block * block_size + offset) of `layer`: n_kv_heads x head_dim contiguous f32.

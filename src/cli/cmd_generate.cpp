@@ -73,7 +73,14 @@ int RunGenerate(const GenerateOptions& o) {
                             o.max_tokens, context));
   ThreadPool pool(o.threads);
   SingleSequence seq(model, static_cast<int>(prompt.size()) + o.max_tokens, &pool);
-  Sampler sampler(SamplingParams{o.temperature, o.top_k, o.top_p, o.seed});
+  SamplingParams params;
+  params.temperature = o.temperature;
+  params.top_k = o.top_k;
+  params.top_p = o.top_p;
+  params.seed = o.seed;
+  params.has_seed = true;
+  if (Status st = params.Validate(model.config().vocab); !st.ok()) return Fail(st.message());
+  Sampler sampler(params);
   const int32_t eos = session->vocab && !o.ignore_eos ? session->vocab->eos : -1;
 
   auto t0 = Clock::now();
@@ -82,7 +89,7 @@ int RunGenerate(const GenerateOptions& o) {
   std::vector<int32_t> out;
   std::string finish = "length";
   while (static_cast<int>(out.size()) < o.max_tokens) {
-    int32_t next = sampler.Sample(logits);
+    int32_t next = sampler.Sample(logits, prompt, out).token;
     if (next == eos) {
       finish = "stop";
       break;

@@ -1,33 +1,44 @@
-// Sampler: picks the next token from logits with temperature, top-k, top-p and a seeded RNG.
-// (The engine issue extends it with penalties, min-p, logit bias and logprobs.)
+// Sampler: picks one request's next token from its logits: logit bias and penalties, then greedy, or
+// temperature -> top-k -> top-p -> min-p and a draw from the request's own seeded RNG. Everything depends
+// only on the request's logits, its tokens so far and its seed, never on the batch (batch invariance).
 #pragma once
 
 #include <cstdint>
 #include <random>
 #include <span>
+#include <unordered_map>
 #include <vector>
+
+#include "engine/sampling_params.h"
 
 namespace parallm {
 
-struct SamplingParams {
-  float temperature = 0.0f;  // 0: greedy
-  int top_k = 0;             // 0: all
-  float top_p = 1.0f;        // 1: all
-  uint64_t seed = 0;
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+struct SampleResult {
+  int32_t token = 0;
+  float logprob = 0;                 // of the chosen token, under the processed distribution
+  std::vector<TokenLogprob> top;     // the `logprobs` most likely, when asked
 };
 
 class Sampler {
  public:
-  explicit Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
-  // Greedy ties go to the lowest id, so greedy decoding is deterministic.
-  int32_t Sample(std::span<const float> logits);
+  explicit Sampler(const SamplingParams& params);
+  // `logits` is modified in place (bias, penalties, temperature). `prompt` and `output` are the request's
+  // tokens so far, for the penalties.
+  SampleResult Sample(std::span<float> logits, std::span<const int32_t> prompt, std::span<const int32_t> output);
 
  private:
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;
+  std::unordered_map<int32_t, int32_t> counts_;
 };
 
+// Greedy ties go to the lowest id, so greedy decoding is deterministic.
 int32_t ArgMax(std::span<const float> logits);
 
 }  // namespace parallm

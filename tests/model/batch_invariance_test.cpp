@@ -3,29 +3,10 @@
 #include <gtest/gtest.h>
 
 #include "model/model.h"
-#include "model/model_writer.h"
-#include "model/synthetic.h"
-#include "test_paths.h"
+#include "test_models.h"
 
 namespace parallm {
 namespace {
-
-// Writes a tiny random model of `arch` as GGUF of `type` and loads it.
-std::unique_ptr<Model> TinyModel(Arch arch, DType type, const std::string& name) {
-  auto config = PresetConfig("tiny", &arch);
-  EXPECT_TRUE(config.ok());
-  WriteOptions options;
-  options.gguf_type = type;
-  std::string path = testing::ScratchDir("invariance") + "/" + name + ".gguf";
-  ModelWriter writer(*config, RopeStyle::kHalf, options, Vocab::ByteLevel(config->vocab));
-  EXPECT_TRUE(GenerateRandomWeights(*config, 3, [&](const std::string& n, std::vector<int64_t> s, std::vector<float> v) {
-                return writer.Add(n, std::move(s), std::move(v));
-              }).ok());
-  EXPECT_TRUE(writer.Finish(path).ok());
-  auto model = Model::Load(path);
-  EXPECT_TRUE(model.ok()) << model.status().message();
-  return std::move(*model);
-}
 
 struct Seq {
   std::vector<int32_t> tokens;
@@ -69,7 +50,11 @@ class BatchInvariance : public ::testing::TestWithParam<std::tuple<Arch, DType>>
 
 TEST_P(BatchInvariance, MixedBatchEqualsAlone) {
   auto [arch, type] = GetParam();
-  auto model = TinyModel(arch, type, ArchName(arch) + std::string(Name(type)));
+  testing::TinyModelOptions options;
+  options.arch = arch;
+  options.gguf_type = type;
+  auto model = testing::TinyModel(options, ArchName(arch) + std::string(Name(type)));
+  ASSERT_NE(model, nullptr);
   ThreadPool pool(2);
   // Three sequences with scattered, non-contiguous blocks.
   std::vector<Seq> seqs = {

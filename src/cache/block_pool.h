@@ -1,0 +1,87 @@
+// BlockPool: every KV block of the model's PagedKvStorage, their reference counts, the prefix-cache index
+// (BlockHash -> block) and the free-block queue. A freed block keeps its cached content until it is reused;
+// the queue hands out least recently freed blocks first (LRU eviction of cached prefixes).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/block_hash.h"
+
+namespace parallm {
+
+struct Block {
+  int32_t id = 0;
+  int32_t ref_count = 0;               // requests using the block
+  std::optional<BlockHash> hash;       // set once the block is full and cached
+  // The cached block's token ids (block_size of them), kept to detect hash collisions.
+  std::vector<int32_t> tokens;
+  // Intrusive links of the free queue (null when not queued).
+  Block* prev_free = nullptr;
+  Block* next_free = nullptr;
+  bool in_free_queue = false;
+};
+
+// Doubly linked list of free blocks threaded through Block itself: O(1) pop from the front, append at the
+// back, and removal from the middle (when a cached free block is hit again).
+class FreeBlockQueue {
+ public:
+  void Append(Block* b);
+  Block* PopFront();  // nullptr when empty
+  void Remove(Block* b);
+  int32_t size() const { return size_; }
+  // Block ids front to back (tests assert exact order).
+  std::vector<int32_t> Ids() const;
+
+ private:
+  Block* head_ = nullptr;
+  Block* tail_ = nullptr;
+  int32_t size_ = 0;
+};
+
+class BlockPool {
+ public:
+  // All blocks start free, in id order: block 0 is handed out first.
+  BlockPool(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching);
+
+  int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
+  int32_t block_size() const { return block_size_; }
+  int32_t num_free_blocks() const { return free_.size(); }
+  bool prefix_caching() const { return enable_prefix_caching_; }
+  Block& block(int32_t id) { return blocks_[static_cast<size_t>(id)]; }
+  const Block& block(int32_t id) const { return blocks_[static_cast<size_t>(id)]; }
+
+  // Pops `n` blocks from the free queue front (evicting their cached hashes), each with ref_count 1.
+  // Precondition: n <= num_free_blocks().
+  std::vector<int32_t> Allocate(int32_t n);
+  // The cached block holding exactly these tokens after `parent`, if any (hash match and equal tokens).
+  std::optional<int32_t> Lookup(BlockHash hash, std::span<const int32_t> tokens) const;
+  // Takes a reference on cached blocks found by Lookup (removing them from the free queue if unused).
+  void Touch(std::span<const int32_t> ids);
+  // Marks a full block as cached under `hash` with `tokens` (no-op without prefix caching, or when another block
+  // already caches that content).
+  void Cache(int32_t id, BlockHash hash, std::span<const int32_t> tokens);
+  // Drops one reference from each block; blocks reaching 0 go to the free queue's back in the given order
+  // (callers pass a request's blocks last-first, so its tail is evicted before its shared prefix).
+  void Free(std::span<const int32_t> ids);
+
+  // Aborts with a message if any invariant is broken: ref counts >= 0, a block is in the free queue iff its
+  // ref count is 0, the cache index and the blocks' hashes agree, the queue's links are consistent.
+  void CheckIntegrity() const;
+  std::vector<int32_t> FreeQueueIds() const { return free_.Ids(); }
+  int32_t num_cached_blocks() const { return static_cast<int32_t>(cached_.size()); }
+
+ private:
+  void Evict(Block& b);
+
+  int32_t block_size_;
+  bool enable_prefix_caching_;
+  std::vector<Block> blocks_;
+  FreeBlockQueue free_;
+  std::unordered_map<BlockHash, int32_t> cached_;  // content hash -> block id
+};
+
+}  // namespace parallm

@@ -1,0 +1,81 @@
+// KVCacheManager: which blocks each request's tokens live in. Finds a new request's cached prefix
+// (full blocks whose chained hashes match), allocates blocks as requests grow, caches blocks once full,
+// frees a request's blocks when it finishes or is preempted, and keeps the statistics.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/block_pool.h"
+
+namespace parallm {
+
+using RequestId = uint64_t;
+
+struct KVCacheStats {
+  int64_t queries = 0;             // GetComputedBlocks calls (new requests or resumed ones)
+  int64_t hits = 0;                // every full prompt block was cached
+  int64_t partial_hits = 0;        // some but not all
+  int64_t misses = 0;              // none
+  int64_t query_tokens = 0;        // prompt tokens looked up
+  int64_t hit_tokens = 0;          // tokens found cached (prefill they skip)
+  int64_t blocks_allocated = 0;    // fresh blocks handed out
+  int64_t blocks_shared = 0;       // cached blocks reused by another request
+};
+
+struct ComputedBlocks {
+  std::vector<int32_t> block_ids;  // cached full blocks of the prompt prefix, in order
+  int32_t num_tokens = 0;          // = block_ids.size() * block_size
+};
+
+class KVCacheManager {
+ public:
+  KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching);
+
+  // The longest cached prefix of `tokens` in whole blocks. At least one token is always left to compute
+  // (the last prompt token must run to produce logits), so a fully cached prompt reuses all blocks but the
+  // last. Does not take references: pass the result to AllocateSlots.
+  ComputedBlocks GetComputedBlocks(std::span<const int32_t> tokens);
+
+  // Makes room for `num_new_tokens` more tokens of request `id` (whose first `num_computed_tokens` are in its
+  // blocks already, or in `new_computed` blocks from GetComputedBlocks on its first call). Returns false, and
+  // changes nothing, when the pool has too few free blocks.
+  bool AllocateSlots(RequestId id, int32_t num_computed_tokens, int32_t num_new_tokens,
+                     const ComputedBlocks& new_computed = {});
+
+  // Caches the request's full blocks among its first `num_tokens` tokens (`tokens` = all its tokens so far).
+  void CacheFullBlocks(RequestId id, std::span<const int32_t> tokens, int32_t num_tokens);
+
+  // Releases all of a request's blocks (finish, cancel, preemption). Unknown ids are ignored.
+  void Free(RequestId id);
+
+  // The request's block table (valid until its next AllocateSlots or Free).
+  std::span<const int32_t> BlockTable(RequestId id) const;
+  // Gives `child` references to the same blocks as `parent`'s first `num_tokens` tokens (n > 1 forks share the
+  // prompt); the partly filled last block is copied into a new block for the child, returned as
+  // {source block, destination block} so the runner copies its KV rows (none when num_tokens is block aligned).
+  // Returns false when no block is free for that copy.
+  bool Fork(RequestId parent, RequestId child, int32_t num_tokens, std::vector<std::pair<int32_t, int32_t>>* copies);
+
+  int32_t num_free_blocks() const { return pool_.num_free_blocks(); }
+  int32_t block_size() const { return pool_.block_size(); }
+  const KVCacheStats& stats() const { return stats_; }
+  const BlockPool& pool() const { return pool_; }
+
+  // Pool invariants plus: every request's blocks are referenced, and ref counts equal the number of
+  // requests holding each block.
+  void CheckIntegrity() const;
+
+ private:
+  struct RequestBlocks {
+    std::vector<int32_t> blocks;
+    std::vector<BlockHash> hashes;  // of its first hashes.size() full blocks, chained
+  };
+  BlockPool pool_;
+  std::unordered_map<RequestId, RequestBlocks> requests_;
+  KVCacheStats stats_;
+};
+
+}  // namespace parallm

@@ -1,0 +1,67 @@
+// Engine: continuous batching. Requests join between steps; each Step() is schedule -> execute -> update.
+// One thread owns the engine: callers on other threads go through the LLM class or the server's queue.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cache/kv_cache_manager.h"
+#include "cache/kv_storage.h"
+#include "engine/model_runner.h"
+#include "engine/scheduler.h"
+#include "model/model.h"
+
+namespace parallm {
+
+struct EngineConfig {
+  int32_t num_kv_blocks = 0;      // 0: from kv_cache_gb
+  double kv_cache_gb = 1.0;
+  int32_t block_size = 16;
+  bool enable_prefix_caching = true;
+  SchedulerConfig scheduler;
+  int threads = 0;                // 0: all cores
+};
+
+// What a step did to one request: tokens it gained, and whether it is done.
+struct RequestOutput {
+  RequestId id;
+  std::vector<int32_t> new_tokens;
+  std::vector<SampleResult> new_samples;  // with logprobs, when asked
+  bool finished = false;
+  std::unique_ptr<Request> request;       // the final state, when finished
+};
+
+class Engine {
+ public:
+  Engine(Model& model, const EngineConfig& config);
+
+  // Validates and queues a request; errors name the problem (prompt too long for the context, bad params).
+  Result<RequestId> Add(std::vector<int32_t> prompt, const SamplingParams& params, int32_t priority = 0);
+  void Cancel(RequestId id);
+  bool HasUnfinished() const { return scheduler_.num_unfinished() > 0; }
+
+  // One step of continuous batching. Returns the requests that gained tokens or finished.
+  std::vector<RequestOutput> Step();
+
+  const KVCacheManager& kv_manager() const { return kv_manager_; }
+  const Scheduler& scheduler() const { return scheduler_; }
+  const EngineConfig& config() const { return config_; }
+  const Model& model() const { return model_; }
+  void CheckIntegrity() const { scheduler_.CheckIntegrity(); }
+
+ private:
+  static EngineConfig Resolve(const Model& model, EngineConfig config);
+
+  Model& model_;
+  EngineConfig config_;
+  ThreadPool pool_;
+  PagedKvStorage kv_storage_;
+  KVCacheManager kv_manager_;
+  Scheduler scheduler_;
+  ModelRunner runner_;
+  RequestId next_id_ = 1;
+  int32_t eos_token_ = -1;
+};
+
+}  // namespace parallm

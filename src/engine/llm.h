@@ -1,0 +1,51 @@
+// LLM: the library's front door (the C++ face of mlx_parallm's batch_generate): load a model, generate
+// completions for many prompts at once through the continuous-batching engine, with per-request timing.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace parallm {
+
+struct Completion {
+  std::vector<int32_t> ids;           // generated tokens (no stop token)
+  std::vector<SampleResult> samples;  // per token, when logprobs were asked
+  FinishReason finish_reason = FinishReason::kNone;
+  int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;          // prompt tokens served from the prefix cache
+  int32_t preemptions = 0;
+  double ttft_seconds = 0;            // arrival -> first token
+  double total_seconds = 0;           // arrival -> finished
+};
+
+struct StreamEvent {
+  size_t index;                     // which prompt
+  const std::vector<int32_t>& new_tokens;
+  bool finished;
+  const Completion* completion;     // set when finished
+};
+
+class LLM {
+ public:
+  static Result<std::unique_ptr<LLM>> Load(const std::string& path, const EngineConfig& config);
+  LLM(std::unique_ptr<Model> model, const EngineConfig& config);
+
+  // Runs every prompt (one SamplingParams each, or one for all) to completion, batched. Bad input (an empty or
+  // too long prompt, invalid params) fails the whole call before anything runs, naming the prompt.
+  Result<std::vector<Completion>> Generate(const std::vector<std::vector<int32_t>>& prompts,
+                                           const std::vector<SamplingParams>& params,
+                                           const std::function<void(const StreamEvent&)>& on_event = nullptr);
+
+  Model& model() { return *model_; }
+  Engine& engine() { return engine_; }
+
+ private:
+  std::unique_ptr<Model> model_;
+  Engine engine_;
+};
+
+}  // namespace parallm

@@ -1,0 +1,42 @@
+// ModelRunner: SchedulerOutput -> ForwardBatch -> logits.
+#include "engine/model_runner.h"
+
+#include "util/check.h"
+
+namespace parallm {
+
+ModelRunner::ModelRunner(Model& model, PagedKvStorage& kv_storage, const KVCacheManager& kv_manager, ThreadPool* pool)
+    : model_(model), kv_storage_(kv_storage), kv_manager_(kv_manager), pool_(pool) {
+  PARALLM_CHECK(kv_storage.shape().block_size == kv_manager.block_size());
+}
+
+const std::vector<float>& ModelRunner::Execute(const SchedulerOutput& out) {
+  tokens_.clear();
+  positions_.clear();
+  slots_.clear();
+  logits_indices_.clear();
+  ForwardBatch batch;
+  const int32_t bs = kv_manager_.block_size();
+  for (const ScheduledRequest& s : out.scheduled) {
+    const Request& r = *s.request;
+    std::span<const int32_t> table = kv_manager_.BlockTable(r.id);
+    const int32_t end = s.num_computed_tokens + s.num_new_tokens;
+    PARALLM_CHECK(static_cast<int64_t>(table.size()) * bs >= end);
+    batch.sequences.push_back(SequenceSlice{static_cast<int32_t>(tokens_.size()), s.num_new_tokens, end, table});
+    for (int32_t p = s.num_computed_tokens; p < end; ++p) {
+      tokens_.push_back(r.tokens[static_cast<size_t>(p)]);
+      positions_.push_back(p);
+      slots_.push_back(static_cast<int64_t>(table[static_cast<size_t>(p / bs)]) * bs + p % bs);
+    }
+    if (s.samples) logits_indices_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
+  }
+  batch.tokens = tokens_;
+  batch.positions = positions_;
+  batch.slot_mapping = slots_;
+  batch.logits_indices = logits_indices_;
+  logits_.resize(logits_indices_.size() * static_cast<size_t>(model_.config().vocab));
+  if (!tokens_.empty()) model_.Forward(batch, kv_storage_, logits_.data(), pool_);
+  return logits_;
+}
+
+}  // namespace parallm

@@ -1,0 +1,33 @@
+// ModelRunner: turns a SchedulerOutput into the model's flat ForwardBatch (tokens, positions, slot mapping,
+// block tables), runs the forward pass over the paged KV storage, and hands back the logits of the requests
+// that sample this step.
+#pragma once
+
+#include <vector>
+
+#include "cache/kv_cache_manager.h"
+#include "cache/kv_storage.h"
+#include "engine/scheduler.h"
+#include "model/model.h"
+
+namespace parallm {
+
+class ModelRunner {
+ public:
+  ModelRunner(Model& model, PagedKvStorage& kv_storage, const KVCacheManager& kv_manager, ThreadPool* pool);
+
+  // Logits [number of sampling requests, vocab], in the order they appear in `out.scheduled`.
+  const std::vector<float>& Execute(const SchedulerOutput& out);
+
+ private:
+  Model& model_;
+  PagedKvStorage& kv_storage_;
+  const KVCacheManager& kv_manager_;
+  ThreadPool* pool_;
+  // Reused across steps.
+  std::vector<int32_t> tokens_, positions_, logits_indices_;
+  std::vector<int64_t> slots_;
+  std::vector<float> logits_;
+};
+
+}  // namespace parallm

@@ -1,0 +1,55 @@
+// Request: one sequence being generated: its tokens, how many of them are in the KV cache
+// (num_computed_tokens), its sampling state and its timing. Owned and mutated by the engine thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/kv_cache_manager.h"
+#include "engine/sampler.h"
+#include "engine/sampling_params.h"
+
+namespace parallm {
+
+enum class RequestStatus { kWaiting, kRunning, kPreempted, kFinished };
+enum class FinishReason { kNone, kLength, kStop, kCancelled };
+const char* FinishReasonName(FinishReason r);  // "length", "stop", "cancelled"
+
+struct Request {
+  using Clock = std::chrono::steady_clock;
+
+  Request(RequestId id, std::vector<int32_t> prompt, SamplingParams params, int32_t eos_token);
+
+  RequestId id;
+  std::vector<int32_t> tokens;  // the prompt, then the generated tokens
+  int32_t num_prompt_tokens;
+  SamplingParams params;
+  Sampler sampler;
+  int32_t eos_token;  // -1: none
+  int32_t priority = 0;  // lower runs first; FCFS within a priority
+
+  RequestStatus status = RequestStatus::kWaiting;
+  FinishReason finish_reason = FinishReason::kNone;
+  // Tokens whose K/V are in the cache. Phase-free scheduling: each step computes tokens
+  // [num_computed_tokens, num_tokens()) or a chunk of them; prefill and decode are the same thing.
+  int32_t num_computed_tokens = 0;
+  int32_t num_cached_tokens = 0;  // prompt tokens found in the prefix cache on first schedule
+  int32_t num_preemptions = 0;
+  std::vector<SampleResult> samples;  // per output token, when logprobs were asked
+
+  Clock::time_point arrival;
+  std::optional<Clock::time_point> first_token;
+  std::optional<Clock::time_point> finished;
+
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  std::span<const int32_t> prompt() const { return std::span<const int32_t>(tokens).first(static_cast<size_t>(num_prompt_tokens)); }
+  std::span<const int32_t> output() const { return std::span<const int32_t>(tokens).subspan(static_cast<size_t>(num_prompt_tokens)); }
+  bool is_finished() const { return status == RequestStatus::kFinished; }
+};
+
+}  // namespace parallm

@@ -1,0 +1,160 @@
+// Scheduler: one step's plan (running first, then waiting), preemption by recompute, and the bookkeeping
+// after the step (computed tokens, cached blocks, stop conditions).
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "util/check.h"
+
+namespace parallm {
+
+Scheduler::Scheduler(const SchedulerConfig& config, KVCacheManager* kv) : config_(config), kv_(kv) {
+  PARALLM_CHECK(config.max_num_seqs > 0 && config.max_num_batched_tokens > 0);
+}
+
+void Scheduler::Add(std::unique_ptr<Request> request) {
+  Request* r = request.get();
+  PARALLM_CHECK(!requests_.contains(r->id));
+  requests_[r->id] = std::move(request);
+  if (r->params.max_tokens == 0) {  // nothing to generate: done before any compute
+    Finish(r, FinishReason::kLength);
+    return;
+  }
+  // Keep (priority, arrival) order; arrivals come in order, so scan from the back.
+  auto it = waiting_.end();
+  while (it != waiting_.begin() && (*(it - 1))->priority > r->priority) --it;
+  waiting_.insert(it, r);
+}
+
+void Scheduler::Cancel(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  Finish(it->second.get(), FinishReason::kCancelled);
+}
+
+void Scheduler::Preempt(Request* r) {
+  // Recompute: drop the KV blocks; the request's tokens (prompt + output so far) are recomputed when it
+  // runs again, mostly from the prefix cache if its blocks are still there.
+  kv_->Free(r->id);
+  r->num_computed_tokens = 0;
+  r->status = RequestStatus::kPreempted;
+  r->num_preemptions++;
+  num_preemptions_++;
+  waiting_.push_front(r);
+}
+
+void Scheduler::Finish(Request* r, FinishReason reason) {
+  kv_->Free(r->id);
+  r->status = RequestStatus::kFinished;
+  r->finish_reason = reason;
+  r->finished = Request::Clock::now();
+  std::erase(running_, r);
+  std::erase(waiting_, r);
+  auto it = requests_.find(r->id);
+  finished_.push_back(std::move(it->second));
+  requests_.erase(it);
+}
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput out;
+  int32_t budget = config_.max_num_batched_tokens;
+
+  // Running requests first: decodes, and prompts whose prefill continues in chunks.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Request* r = running_[i];
+    const int32_t num_new = std::min(r->num_tokens() - r->num_computed_tokens, budget);
+    PARALLM_CHECK(num_new > 0);
+    bool self_preempted = false;
+    while (!kv_->AllocateSlots(r->id, r->num_computed_tokens, num_new)) {
+      // Out of blocks: preempt the request that started last (it has done the least work).
+      Request* victim = running_.back();
+      running_.pop_back();
+      Preempt(victim);
+      out.preempted.push_back(victim->id);
+      if (victim == r) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) break;
+    out.scheduled.push_back({r, r->num_computed_tokens, num_new, r->num_computed_tokens + num_new == r->num_tokens()});
+    budget -= num_new;
+    ++i;
+  }
+
+  // Then waiting requests, while there is budget, room and memory; none after a preemption this step.
+  while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
+         static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+    Request* r = waiting_.front();
+    ComputedBlocks cached = kv_->GetComputedBlocks(std::span<const int32_t>(r->tokens));
+    const int32_t start = cached.num_tokens;
+    const int32_t num_new = std::min(r->num_tokens() - start, budget);
+    if (!kv_->AllocateSlots(r->id, start, num_new, cached)) break;
+    waiting_.pop_front();
+    if (r->status == RequestStatus::kWaiting) r->num_cached_tokens = start;
+    r->num_computed_tokens = start;
+    r->status = RequestStatus::kRunning;
+    running_.push_back(r);
+    out.scheduled.push_back({r, start, num_new, start + num_new == r->num_tokens()});
+    budget -= num_new;
+  }
+  out.num_tokens = config_.max_num_batched_tokens - budget;
+  return out;
+}
+
+bool Scheduler::StopsAfter(const Request& r) const {
+  const int32_t last = r.tokens.back();
+  if (!r.params.ignore_eos && last == r.eos_token) return true;
+  return std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), last) !=
+         r.params.stop_token_ids.end();
+}
+
+std::vector<std::unique_ptr<Request>> Scheduler::Update(const SchedulerOutput& out,
+                                                        const std::vector<SampleResult>& sampled) {
+  size_t next_sample = 0;
+  for (const ScheduledRequest& s : out.scheduled) {
+    Request* r = s.request;
+    if (r->is_finished()) continue;  // cancelled during the step
+    r->num_computed_tokens = s.num_computed_tokens + s.num_new_tokens;
+    kv_->CacheFullBlocks(r->id, std::span<const int32_t>(r->tokens), r->num_computed_tokens);
+    if (!s.samples) continue;
+    PARALLM_CHECK(next_sample < sampled.size());
+    const SampleResult& result = sampled[next_sample++];
+    if (!r->first_token) r->first_token = Request::Clock::now();
+    r->tokens.push_back(result.token);
+    if (r->params.logprobs >= 0) r->samples.push_back(result);
+    if (StopsAfter(*r)) {
+      // The stop token ends the text but is not part of it (OpenAI and vLLM leave it out).
+      r->tokens.pop_back();
+      if (r->params.logprobs >= 0) r->samples.pop_back();
+      Finish(r, FinishReason::kStop);
+    } else if (r->num_output_tokens() >= r->params.max_tokens || r->num_tokens() >= config_.max_model_len) {
+      Finish(r, FinishReason::kLength);
+    }
+  }
+  PARALLM_CHECK(next_sample == sampled.size());
+  std::vector<std::unique_ptr<Request>> done = std::move(finished_);
+  finished_.clear();
+  return done;
+}
+
+void Scheduler::CheckIntegrity() const {
+  kv_->CheckIntegrity();
+  PARALLM_CHECK(running_.size() + waiting_.size() == requests_.size());
+  for (const Request* r : running_) {
+    PARALLM_CHECK(r->status == RequestStatus::kRunning);
+    PARALLM_CHECK(requests_.contains(r->id));
+    PARALLM_CHECK(std::find(waiting_.begin(), waiting_.end(), r) == waiting_.end());
+    const int64_t capacity = static_cast<int64_t>(kv_->BlockTable(r->id).size()) * kv_->block_size();
+    PARALLM_CHECK_MSG(capacity >= r->num_computed_tokens, "a running request lacks blocks for its computed tokens");
+    PARALLM_CHECK(r->num_computed_tokens <= r->num_tokens());
+  }
+  for (const Request* r : waiting_) {
+    PARALLM_CHECK(r->status == RequestStatus::kWaiting || r->status == RequestStatus::kPreempted);
+    PARALLM_CHECK(r->num_computed_tokens == 0);
+    PARALLM_CHECK_MSG(kv_->BlockTable(r->id).empty(), "a waiting request holds blocks");
+  }
+  PARALLM_CHECK(static_cast<int32_t>(running_.size()) <= config_.max_num_seqs);
+}
+
+}  // namespace parallm

@@ -1,0 +1,79 @@
+// Scheduler: decides, each step, which requests run and how many of their tokens (vLLM v1's phase-free
+// design: a request's num_computed_tokens catches up to its tokens; chunked prefill and prefix-cache hits fall
+// out of that). Running requests first (decode before new prefill), then waiting ones in (priority, arrival)
+// order, within a token budget and a sequence limit; preempts by recompute when blocks run out. Emits plain
+// data (SchedulerOutput) and never touches tensors.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/kv_cache_manager.h"
+#include "engine/request.h"
+
+namespace parallm {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 64;             // requests running at once
+  int32_t max_num_batched_tokens = 512;  // tokens per step (prefill chunks + decodes)
+  int32_t max_model_len = 4096;          // prompt + output limit per request
+};
+
+struct ScheduledRequest {
+  Request* request;
+  int32_t num_computed_tokens;  // before this step
+  int32_t num_new_tokens;       // computed this step: tokens [num_computed_tokens, + num_new_tokens)
+  bool samples;                 // the chunk reaches the request's last token: a new token is sampled
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledRequest> scheduled;
+  std::vector<RequestId> preempted;
+  int32_t num_tokens = 0;
+  bool empty() const { return scheduled.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, KVCacheManager* kv);
+
+  // Takes ownership; the request waits for its first Schedule().
+  void Add(std::unique_ptr<Request> request);
+  // Finishes a request at once (cancellation): its blocks are freed now. Unknown ids are ignored.
+  void Cancel(RequestId id);
+
+  SchedulerOutput Schedule();
+  // After the step ran: advances num_computed_tokens, caches full blocks, appends sampled tokens
+  // (`sampled[i]` belongs to the i-th scheduled request that samples), applies stop conditions, frees finished
+  // requests' blocks. Returns the requests that finished this step (ownership passes to the caller).
+  std::vector<std::unique_ptr<Request>> Update(const SchedulerOutput& out, const std::vector<SampleResult>& sampled);
+
+  // Requests still waiting or running.
+  int32_t num_unfinished() const { return static_cast<int32_t>(waiting_.size() + running_.size()); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  const std::vector<Request*>& running() const { return running_; }
+  int64_t num_preemptions() const { return num_preemptions_; }
+
+  // Aborts if any invariant is broken: every running request holds blocks for its computed tokens, waiting
+  // requests hold none, no request is in two queues, the cache manager's own invariants.
+  void CheckIntegrity() const;
+
+ private:
+  void Preempt(Request* r);
+  void Finish(Request* r, FinishReason reason);
+  bool StopsAfter(const Request& r) const;
+
+  SchedulerConfig config_;
+  KVCacheManager* kv_;
+  std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;  // every unfinished request
+  std::deque<Request*> waiting_;   // sorted by (priority, arrival); preempted requests go back to the front
+  std::vector<Request*> running_;  // in the order they started running
+  std::vector<std::unique_ptr<Request>> finished_;  // cancelled between steps, handed out by the next Update
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace parallm

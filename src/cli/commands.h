@@ -9,6 +9,7 @@ void AddInfoCommand(CLI::App& app);
 void AddMakeModelCommand(CLI::App& app);
 void AddConvertCommand(CLI::App& app);
 void AddGenerateCommands(CLI::App& app);  // generate, logits
+void AddBatchCommand(CLI::App& app);
 
 // Prints "error: <message>" to stderr; returns the exit code for a user error.
 int Fail(const std::string& message);

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "parallm 0.1.0");
   parallm::cli::AddInfoCommand(app);
   parallm::cli::AddGenerateCommands(app);
+  parallm::cli::AddBatchCommand(app);
   parallm::cli::AddMakeModelCommand(app);
   parallm::cli::AddConvertCommand(app);
   CLI11_PARSE(app, argc, argv);

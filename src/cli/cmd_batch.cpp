@@ -1,0 +1,166 @@
+// `parallm batch`: one request per JSONL input line (OpenAI field names), all run together through the
+// continuous-batching engine, one result per output line as each finishes; resumable (ids already in the
+// output are skipped) and tolerant (a bad line is reported with its number and the others still run).
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <boost/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/request_json.h"
+#include "engine/llm.h"
+#include "util/progress.h"
+#include "util/strings.h"
+
+namespace parallm::cli {
+namespace {
+
+struct BatchOptions {
+  std::string model, input, output;
+  int threads = 0;
+  double kv_cache_gb = 2.0;
+  int max_num_seqs = 64;
+  int max_num_batched_tokens = 512;
+  bool no_prefix_caching = false;
+};
+
+// Ids of results already written without error (resume skips them).
+std::set<std::string> DoneIds(const std::string& path) {
+  std::set<std::string> done;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    boost::system::error_code ec;
+    boost::json::value v = boost::json::parse(line, ec);
+    if (ec || !v.is_object()) continue;  // a line cut short by an interruption: redo it
+    const auto& o = v.as_object();
+    if (o.contains("error") || !o.contains("id") || !o.at("id").is_string()) continue;
+    done.insert(std::string(o.at("id").as_string()));
+  }
+  return done;
+}
+
+int Run(const BatchOptions& o) {
+  EngineConfig config;
+  config.kv_cache_gb = o.kv_cache_gb;
+  config.threads = o.threads;
+  config.enable_prefix_caching = !o.no_prefix_caching;
+  config.scheduler.max_num_seqs = o.max_num_seqs;
+  config.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+  auto llm = LLM::Load(o.model, config);
+  if (!llm.ok()) return Fail(llm.status().message());
+  const std::optional<Vocab>& vocab = (*llm)->model().loaded().vocab;
+
+  std::ifstream in(o.input);
+  if (!in) return Fail(fmt::format("{}: cannot open the input file", o.input));
+  const std::set<std::string> done = DoneIds(o.output);
+  // A run cut short may have left half a line: start on a fresh line so no result is glued to it.
+  bool ends_mid_line = false;
+  if (std::ifstream prev(o.output, std::ios::binary | std::ios::ate); prev && prev.tellg() > 0) {
+    prev.seekg(-1, std::ios::end);
+    ends_mid_line = prev.get() != '\n';
+  }
+  std::ofstream out(o.output, std::ios::app);
+  if (!out) return Fail(fmt::format("{}: cannot open the output file for appending", o.output));
+  if (ends_mid_line) out << '\n';
+
+  // Parse every line first: a bad line is reported and written as an error record; good ones queue.
+  struct Job {
+    BatchRequest request;
+    int line;
+  };
+  std::vector<Job> jobs;
+  int bad = 0, skipped = 0, line_no = 0;
+  std::string line;
+  std::set<std::string> seen;
+  auto write = [&](const boost::json::object& record) {
+    out << boost::json::serialize(record) << '\n';
+    out.flush();  // each finished request survives an interruption
+  };
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto parsed = ParseBatchLine(line, line_no, (*llm)->model().config().vocab);
+    if (parsed.ok() && seen.contains(parsed->id)) parsed = Err("duplicate id '{}'", parsed->id);
+    if (!parsed.ok()) {
+      ++bad;
+      std::fprintf(stderr, "%s:%d: %s\n", o.input.c_str(), line_no, parsed.status().message().c_str());
+      boost::json::object record;
+      record["id"] = fmt::format("line-{}", line_no);
+      record["error"] = boost::json::object{{"line", line_no}, {"message", parsed.status().message()}};
+      write(record);
+      continue;
+    }
+    seen.insert(parsed->id);
+    if (done.contains(parsed->id)) {
+      ++skipped;
+      continue;
+    }
+    jobs.push_back(Job{std::move(*parsed), line_no});
+  }
+  if (skipped > 0) std::fprintf(stderr, "resuming: %d requests already in %s\n", skipped, o.output.c_str());
+
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<SamplingParams> params;
+  for (const Job& j : jobs) {
+    prompts.push_back(j.request.prompt);
+    params.push_back(j.request.params);
+  }
+  ProgressBar progress("batch", static_cast<double>(jobs.size()), "req");
+  int64_t generated = 0;
+  auto start = std::chrono::steady_clock::now();
+  auto result = (*llm)->Generate(prompts, params, [&](const StreamEvent& e) {
+    generated += static_cast<int64_t>(e.new_tokens.size());
+    if (!e.finished) return;
+    const Completion& c = *e.completion;
+    const BatchRequest& r = jobs[e.index].request;
+    boost::json::object record;
+    record["id"] = r.id;
+    record["text"] = vocab ? ToValidUtf8(vocab->Decode(c.ids)) : "";
+    boost::json::array ids;
+    for (int32_t t : c.ids) ids.push_back(t);
+    record["token_ids"] = ids;
+    record["finish_reason"] = FinishReasonName(c.finish_reason);
+    record["usage"] = boost::json::object{
+        {"prompt_tokens", c.prompt_tokens},
+        {"completion_tokens", c.ids.size()},
+        {"total_tokens", c.prompt_tokens + static_cast<int64_t>(c.ids.size())},
+        {"prompt_tokens_details", boost::json::object{{"cached_tokens", c.cached_tokens}}}};
+    record["ttft_s"] = c.ttft_seconds;
+    record["latency_s"] = c.total_seconds;
+    write(record);
+    progress.Add(1);
+  });
+  progress.Finish();
+  if (!result.ok()) return Fail(result.status().message());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "%zu requests, %lld tokens generated in %.2f s (%.1f tokens/s); %d bad lines\n", jobs.size(),
+               static_cast<long long>(generated), secs, static_cast<double>(generated) / std::max(secs, 1e-9), bad);
+  return bad > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+void AddBatchCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "batch", "Run a JSONL file of requests through the batching engine, one JSON result per line");
+  auto o = std::make_shared<BatchOptions>();
+  cmd->add_option("-m,--model", o->model, "Model: .gguf file, llama2.c .bin, or Hugging Face / MLX folder")->required();
+  cmd->add_option("--input", o->input,
+                  "JSONL requests: {\"id\": \"q1\", \"prompt_ids\": [...] | \"prompt\": \"...\", \"max_tokens\": ..., ...}")
+      ->required();
+  cmd->add_option("--output", o->output, "JSONL results, appended; ids already there are skipped (resume)")->required();
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
+  cmd->add_option("--kv-cache-gb", o->kv_cache_gb, "KV cache size in GiB")->capture_default_str();
+  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Requests running at once")->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step")->capture_default_str();
+  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Do not share KV blocks between requests with a common prefix");
+  cmd->callback([o] {
+    if (int rc = Run(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace parallm::cli

@@ -1,0 +1,135 @@
+// JSON request parsing with errors that say which field is wrong and what was expected.
+#include "cli/request_json.h"
+
+#include <cmath>
+
+namespace parallm::cli {
+namespace {
+
+Result<double> Number(const boost::json::value& v, const char* field) {
+  if (v.is_int64()) return static_cast<double>(v.as_int64());
+  if (v.is_uint64()) return static_cast<double>(v.as_uint64());
+  if (v.is_double()) return v.as_double();
+  return Err("'{}' must be a number", field);
+}
+
+Result<int64_t> Integer(const boost::json::value& v, const char* field) {
+  if (v.is_int64()) return v.as_int64();
+  if (v.is_uint64() && v.as_uint64() <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(v.as_uint64());
+  if (v.is_double() && std::floor(v.as_double()) == v.as_double() && std::abs(v.as_double()) < 9e15)
+    return static_cast<int64_t>(v.as_double());
+  return Err("'{}' must be an integer", field);
+}
+
+}  // namespace
+
+Result<SamplingParams> ParseSamplingParams(const boost::json::object& o) {
+  SamplingParams p;
+  auto get_float = [&](const char* field, float* out) -> Status {
+    const boost::json::value* v = o.if_contains(field);
+    if (v == nullptr || v->is_null()) return Status::Ok();
+    PARALLM_ASSIGN_OR_RETURN(double d, Number(*v, field));
+    *out = static_cast<float>(d);
+    return Status::Ok();
+  };
+  auto get_int = [&](const char* field, auto* out, int64_t lo, int64_t hi) -> Status {
+    const boost::json::value* v = o.if_contains(field);
+    if (v == nullptr || v->is_null()) return Status::Ok();
+    PARALLM_ASSIGN_OR_RETURN(int64_t i, Integer(*v, field));
+    if (i < lo || i > hi) return Err("'{}' must be between {} and {}, got {}", field, lo, hi, i);
+    *out = static_cast<std::remove_pointer_t<decltype(out)>>(i);
+    return Status::Ok();
+  };
+  PARALLM_RETURN_IF_ERROR(get_int("max_tokens", &p.max_tokens, 0, 1 << 24));
+  PARALLM_RETURN_IF_ERROR(get_float("temperature", &p.temperature));
+  PARALLM_RETURN_IF_ERROR(get_float("top_p", &p.top_p));
+  PARALLM_RETURN_IF_ERROR(get_int("top_k", &p.top_k, -1, 1 << 24));
+  if (p.top_k < 0) p.top_k = 0;  // vLLM: -1 means all
+  PARALLM_RETURN_IF_ERROR(get_float("min_p", &p.min_p));
+  PARALLM_RETURN_IF_ERROR(get_float("presence_penalty", &p.presence_penalty));
+  PARALLM_RETURN_IF_ERROR(get_float("frequency_penalty", &p.frequency_penalty));
+  PARALLM_RETURN_IF_ERROR(get_float("repetition_penalty", &p.repetition_penalty));
+  if (const boost::json::value* v = o.if_contains("seed"); v && !v->is_null()) {
+    PARALLM_ASSIGN_OR_RETURN(int64_t seed, Integer(*v, "seed"));
+    p.seed = static_cast<uint64_t>(seed);
+    p.has_seed = true;
+  }
+  if (const boost::json::value* v = o.if_contains("ignore_eos"); v && !v->is_null()) {
+    if (!v->is_bool()) return Err("'ignore_eos' must be true or false");
+    p.ignore_eos = v->as_bool();
+  }
+  if (const boost::json::value* v = o.if_contains("logprobs"); v && !v->is_null()) {
+    // Completions API: an integer k; chat API: a boolean plus top_logprobs.
+    if (v->is_bool()) {
+      p.logprobs = v->as_bool() ? 0 : -1;
+      if (v->as_bool()) PARALLM_RETURN_IF_ERROR(get_int("top_logprobs", &p.logprobs, 0, 20));
+    } else {
+      PARALLM_RETURN_IF_ERROR(get_int("logprobs", &p.logprobs, 0, 20));
+    }
+  }
+  if (const boost::json::value* v = o.if_contains("logit_bias"); v && !v->is_null()) {
+    if (!v->is_object()) return Err("'logit_bias' must be an object of token id -> bias");
+    for (const auto& [key, bias] : v->as_object()) {
+      int32_t token = 0;
+      try {
+        size_t used = 0;
+        token = std::stoi(std::string(key), &used);
+        if (used != key.size()) throw std::invalid_argument("trailing");
+      } catch (const std::exception&) {
+        return Err("'logit_bias' key '{}' is not a token id", std::string(key));
+      }
+      PARALLM_ASSIGN_OR_RETURN(double b, Number(bias, "logit_bias"));
+      p.logit_bias[token] = static_cast<float>(b);
+    }
+  }
+  if (const boost::json::value* v = o.if_contains("stop_token_ids"); v && !v->is_null()) {
+    if (!v->is_array()) return Err("'stop_token_ids' must be an array of token ids");
+    for (const auto& t : v->as_array()) {
+      PARALLM_ASSIGN_OR_RETURN(int64_t id, Integer(t, "stop_token_ids"));
+      p.stop_token_ids.push_back(static_cast<int32_t>(id));
+    }
+  }
+  return p;
+}
+
+Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_t vocab_size, const EncodeFn& encode) {
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(line, ec);
+  if (ec) return Err("invalid JSON: {}", ec.message());
+  if (!v.is_object()) return Err("each line must be a JSON object");
+  const boost::json::object& o = v.as_object();
+  BatchRequest r;
+  if (const boost::json::value* id = o.if_contains("id"); id && id->is_string()) {
+    r.id = std::string(id->as_string());
+  } else if (id && (id->is_int64() || id->is_uint64())) {
+    r.id = boost::json::serialize(*id);
+  } else if (id == nullptr) {
+    r.id = fmt::format("line-{}", line_no);
+  } else {
+    return Err("'id' must be a string or an integer");
+  }
+  const boost::json::value* ids = o.if_contains("prompt_ids");
+  const boost::json::value* text = o.if_contains("prompt");
+  if (o.contains("messages")) return Err("'messages' needs chat templates, which are not built yet; use 'prompt_ids'");
+  if (ids != nullptr) {
+    if (!ids->is_array()) return Err("'prompt_ids' must be an array of token ids");
+    for (const auto& t : ids->as_array()) {
+      if (!t.is_int64() || t.as_int64() < 0 || t.as_int64() >= vocab_size)
+        return Err("'prompt_ids' entry {} is not a token id of this model (vocabulary {})", boost::json::serialize(t),
+                   vocab_size);
+      r.prompt.push_back(static_cast<int32_t>(t.as_int64()));
+    }
+  } else if (text != nullptr) {
+    if (!text->is_string()) return Err("'prompt' must be a string");
+    if (!encode) return Err("text prompts need the model's tokenizer, which is not built yet; use 'prompt_ids'");
+    PARALLM_ASSIGN_OR_RETURN(r.prompt, encode(std::string(text->as_string())));
+  } else {
+    return Err("a request needs 'prompt' or 'prompt_ids'");
+  }
+  if (r.prompt.empty()) return Err("the prompt is empty");
+  PARALLM_ASSIGN_OR_RETURN(r.params, ParseSamplingParams(o));
+  PARALLM_RETURN_IF_ERROR(r.params.Validate(vocab_size));
+  return r;
+}
+
+}  // namespace parallm::cli

@@ -1,0 +1,34 @@
+// Requests as JSON objects with OpenAI field names: sampling parameters, and `parallm batch` input lines.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "engine/sampling_params.h"
+#include "util/status.h"
+
+namespace parallm::cli {
+
+// Reads max_tokens, temperature, top_p, top_k, min_p, seed, presence_penalty, frequency_penalty,
+// repetition_penalty, logit_bias, stop_token_ids, ignore_eos, logprobs from `o`; errors name the field and the
+// expected type. Unknown fields are ignored (clients send many); range checks are SamplingParams::Validate's.
+Result<SamplingParams> ParseSamplingParams(const boost::json::object& o);
+
+struct BatchRequest {
+  std::string id;
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+};
+
+// Text to token ids (the model's tokenizer); null when none is available.
+using EncodeFn = std::function<Result<std::vector<int32_t>>(const std::string& text)>;
+
+// One input line: {"id": "q1", "prompt": "..." | "prompt_ids": [1, 2], ...sampling fields}. Ids may be
+// strings or numbers (kept as text). The default max_tokens is 16, as OpenAI's completions API.
+Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_t vocab_size,
+                                    const EncodeFn& encode = nullptr);
+
+}  // namespace parallm::cli

@@ -1,0 +1,172 @@
+// BlockPool: reference counts, the intrusive LRU free-block queue and the prefix-cache index of the KV blocks.
+#include "cache/block_pool.h"
+
+#include <algorithm>
+#include <string>
+
+#include "util/check.h"
+
+namespace parallm {
+
+// ---- FreeBlockQueue ---------------------------------------------------------------------------------------
+
+void FreeBlockQueue::Append(Block* b) {
+  PARALLM_CHECK_MSG(!b->in_free_queue, "block appended to the free queue twice");
+  b->prev_free = tail_;
+  b->next_free = nullptr;
+  if (tail_ != nullptr) {
+    tail_->next_free = b;
+  } else {
+    head_ = b;
+  }
+  tail_ = b;
+  b->in_free_queue = true;
+  ++size_;
+}
+
+Block* FreeBlockQueue::PopFront() {
+  Block* b = head_;
+  if (b != nullptr) Remove(b);
+  return b;
+}
+
+void FreeBlockQueue::Remove(Block* b) {
+  PARALLM_CHECK_MSG(b->in_free_queue, "removing a block that is not in the free queue");
+  if (b->prev_free != nullptr) {
+    b->prev_free->next_free = b->next_free;
+  } else {
+    head_ = b->next_free;
+  }
+  if (b->next_free != nullptr) {
+    b->next_free->prev_free = b->prev_free;
+  } else {
+    tail_ = b->prev_free;
+  }
+  b->prev_free = nullptr;
+  b->next_free = nullptr;
+  b->in_free_queue = false;
+  --size_;
+}
+
+std::vector<int32_t> FreeBlockQueue::Ids() const {
+  std::vector<int32_t> ids;
+  ids.reserve(static_cast<size_t>(size_));
+  // Bounded by size_ + 1 so that a corrupted (cyclic) list shows up in CheckIntegrity instead of hanging.
+  for (const Block* b = head_; b != nullptr && static_cast<int32_t>(ids.size()) <= size_; b = b->next_free) {
+    ids.push_back(b->id);
+  }
+  return ids;
+}
+
+// ---- BlockPool --------------------------------------------------------------------------------------------
+
+BlockPool::BlockPool(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching)
+    : block_size_(block_size), enable_prefix_caching_(enable_prefix_caching), blocks_(static_cast<size_t>(num_blocks)) {
+  PARALLM_CHECK_MSG(num_blocks > 0 && block_size > 0, "a block pool needs blocks of at least one token");
+  // blocks_ never resizes after this, so the queue's Block* stay valid.
+  for (int32_t i = 0; i < num_blocks; ++i) {
+    blocks_[static_cast<size_t>(i)].id = i;
+    free_.Append(&blocks_[static_cast<size_t>(i)]);
+  }
+}
+
+std::vector<int32_t> BlockPool::Allocate(int32_t n) {
+  PARALLM_CHECK_MSG(n >= 0 && n <= free_.size(), "Allocate asked for more blocks than are free");
+  std::vector<int32_t> ids;
+  ids.reserve(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) {
+    Block* b = free_.PopFront();
+    Evict(*b);
+    b->ref_count = 1;
+    ids.push_back(b->id);
+  }
+  return ids;
+}
+
+std::optional<int32_t> BlockPool::Lookup(BlockHash hash, std::span<const int32_t> tokens) const {
+  auto it = cached_.find(hash);
+  if (it == cached_.end()) return std::nullopt;
+  const Block& b = block(it->second);
+  // Equal hashes with different tokens are a collision, not a hit.
+  if (!std::equal(b.tokens.begin(), b.tokens.end(), tokens.begin(), tokens.end())) return std::nullopt;
+  return it->second;
+}
+
+void BlockPool::Touch(std::span<const int32_t> ids) {
+  for (int32_t id : ids) {
+    Block& b = block(id);
+    if (b.ref_count == 0) free_.Remove(&b);
+    ++b.ref_count;
+  }
+}
+
+void BlockPool::Cache(int32_t id, BlockHash hash, std::span<const int32_t> tokens) {
+  if (!enable_prefix_caching_) return;
+  PARALLM_CHECK_MSG(static_cast<int32_t>(tokens.size()) == block_size_, "only full blocks are cached");
+  Block& b = block(id);
+  if (b.hash) {
+    // Already cached (a shared prefix block): its content cannot have changed.
+    PARALLM_CHECK_MSG(*b.hash == hash, "a cached block was re-cached under another hash");
+    return;
+  }
+  // Another block already holds this content (or a colliding one): keep the existing mapping.
+  if (!cached_.try_emplace(hash, id).second) return;
+  b.hash = hash;
+  b.tokens.assign(tokens.begin(), tokens.end());
+}
+
+void BlockPool::Free(std::span<const int32_t> ids) {
+  for (int32_t id : ids) {
+    Block& b = block(id);
+    PARALLM_CHECK_MSG(b.ref_count > 0, "freeing a block with no references");
+    if (--b.ref_count == 0) free_.Append(&b);
+  }
+}
+
+void BlockPool::Evict(Block& b) {
+  if (!b.hash) return;
+  auto it = cached_.find(*b.hash);
+  PARALLM_CHECK_MSG(it != cached_.end() && it->second == b.id, "cached block missing from the index");
+  cached_.erase(it);
+  b.hash.reset();
+  b.tokens.clear();
+}
+
+void BlockPool::CheckIntegrity() const {
+  int32_t num_queued = 0;
+  int32_t num_hashed = 0;
+  for (const Block& b : blocks_) {
+    const std::string where = "block " + std::to_string(b.id);
+    PARALLM_CHECK_MSG(b.ref_count >= 0, where.c_str());
+    PARALLM_CHECK_MSG(b.in_free_queue == (b.ref_count == 0), where.c_str());
+    if (!b.in_free_queue) PARALLM_CHECK_MSG(b.prev_free == nullptr && b.next_free == nullptr, where.c_str());
+    num_queued += b.in_free_queue ? 1 : 0;
+    if (b.hash) {
+      ++num_hashed;
+      PARALLM_CHECK_MSG(enable_prefix_caching_, where.c_str());
+      auto it = cached_.find(*b.hash);
+      PARALLM_CHECK_MSG(it != cached_.end() && it->second == b.id, where.c_str());
+      PARALLM_CHECK_MSG(static_cast<int32_t>(b.tokens.size()) == block_size_, where.c_str());
+    } else {
+      PARALLM_CHECK_MSG(b.tokens.empty(), where.c_str());
+    }
+  }
+  PARALLM_CHECK_MSG(num_hashed == static_cast<int32_t>(cached_.size()), "cache index has entries without blocks");
+  for (const auto& [hash, id] : cached_) {
+    PARALLM_CHECK_MSG(id >= 0 && id < num_blocks(), "cache index names a block out of range");
+    PARALLM_CHECK_MSG(block(id).hash == hash, "cache index disagrees with the block's hash");
+  }
+  // Walk the queue by its links: every queued block once, prev/next consistent.
+  PARALLM_CHECK_MSG(num_queued == free_.size(), "free queue size differs from the number of free blocks");
+  std::vector<int32_t> ids = free_.Ids();
+  PARALLM_CHECK_MSG(static_cast<int32_t>(ids.size()) == free_.size(), "free queue links skip or repeat blocks");
+  const Block* prev = nullptr;
+  for (int32_t id : ids) {
+    const Block& b = block(id);
+    PARALLM_CHECK_MSG(b.in_free_queue, "free queue holds a block not marked free");
+    PARALLM_CHECK_MSG(b.prev_free == prev, "free queue back link broken");
+    prev = &b;
+  }
+}
+
+}  // namespace parallm

@@ -1,0 +1,175 @@
+// KVCacheManager: per-request block tables over the BlockPool: prefix lookup, growth, caching, forks, frees.
+#include "cache/kv_cache_manager.h"
+
+#include <algorithm>
+#include <string>
+
+#include "util/check.h"
+
+namespace parallm {
+
+namespace {
+int32_t CeilDiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
+}  // namespace
+
+KVCacheManager::KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching)
+    : pool_(num_blocks, block_size, enable_prefix_caching) {}
+
+ComputedBlocks KVCacheManager::GetComputedBlocks(std::span<const int32_t> tokens) {
+  const int32_t bs = pool_.block_size();
+  const int32_t num_tokens = static_cast<int32_t>(tokens.size());
+  const int32_t num_full = num_tokens / bs;
+  ++stats_.queries;
+  stats_.query_tokens += num_tokens;
+
+  ComputedBlocks computed;
+  if (pool_.prefix_caching()) {
+    std::optional<BlockHash> parent;
+    for (int32_t i = 0; i < num_full; ++i) {
+      std::span<const int32_t> block_tokens = tokens.subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
+      BlockHash hash = HashBlockTokens(parent, block_tokens);
+      std::optional<int32_t> id = pool_.Lookup(hash, block_tokens);
+      if (!id) break;
+      computed.block_ids.push_back(*id);
+      parent = hash;
+    }
+  }
+  const int32_t num_hit = static_cast<int32_t>(computed.block_ids.size());
+  // A prompt with no full block has nothing to find: a miss.
+  if (num_hit > 0 && num_hit == num_full) {
+    ++stats_.hits;
+  } else if (num_hit > 0) {
+    ++stats_.partial_hits;
+  } else {
+    ++stats_.misses;
+  }
+  // The last prompt token must be computed to produce logits.
+  if (num_hit * bs == num_tokens && num_hit > 0) computed.block_ids.pop_back();
+  computed.num_tokens = static_cast<int32_t>(computed.block_ids.size()) * bs;
+  stats_.hit_tokens += computed.num_tokens;
+  return computed;
+}
+
+bool KVCacheManager::AllocateSlots(RequestId id, int32_t num_computed_tokens, int32_t num_new_tokens,
+                                   const ComputedBlocks& new_computed) {
+  PARALLM_CHECK_MSG(num_computed_tokens >= 0 && num_new_tokens >= 0, "negative token count");
+  const int32_t bs = pool_.block_size();
+  auto it = requests_.find(id);
+  const int32_t num_held = it == requests_.end() ? 0 : static_cast<int32_t>(it->second.blocks.size());
+  const int32_t num_shared = static_cast<int32_t>(new_computed.block_ids.size());
+  PARALLM_CHECK_MSG(num_shared == 0 || num_held == 0, "new_computed blocks are only for a request's first call");
+  PARALLM_CHECK_MSG(num_computed_tokens >= new_computed.num_tokens, "computed tokens exclude the cached prefix");
+
+  const int32_t num_needed = CeilDiv(num_computed_tokens + num_new_tokens, bs);
+  const int32_t num_fresh = std::max(0, num_needed - num_held - num_shared);
+  // Touch takes unused cached blocks out of the free queue, so they count against the free blocks too.
+  int32_t num_revived = 0;
+  for (int32_t b : new_computed.block_ids) num_revived += pool_.block(b).ref_count == 0 ? 1 : 0;
+  if (num_fresh + num_revived > pool_.num_free_blocks()) return false;
+
+  RequestBlocks& req = requests_[id];
+  if (num_shared > 0) {
+    for (int32_t b : new_computed.block_ids) {
+      // GetComputedBlocks found them cached; nothing may evict them before this call.
+      PARALLM_CHECK_MSG(pool_.block(b).hash.has_value(), "a computed block was evicted before AllocateSlots");
+      req.hashes.push_back(*pool_.block(b).hash);
+    }
+    pool_.Touch(new_computed.block_ids);
+    req.blocks = new_computed.block_ids;
+    stats_.blocks_shared += num_shared;
+  }
+  std::vector<int32_t> fresh = pool_.Allocate(num_fresh);
+  req.blocks.insert(req.blocks.end(), fresh.begin(), fresh.end());
+  stats_.blocks_allocated += num_fresh;
+  return true;
+}
+
+void KVCacheManager::CacheFullBlocks(RequestId id, std::span<const int32_t> tokens, int32_t num_tokens) {
+  if (!pool_.prefix_caching()) return;
+  auto it = requests_.find(id);
+  PARALLM_CHECK_MSG(it != requests_.end(), "CacheFullBlocks for an unknown request");
+  PARALLM_CHECK_MSG(num_tokens >= 0 && num_tokens <= static_cast<int32_t>(tokens.size()), "num_tokens out of range");
+  RequestBlocks& req = it->second;
+  const int32_t bs = pool_.block_size();
+  const int32_t num_full = std::min(num_tokens / bs, static_cast<int32_t>(req.blocks.size()));
+  for (int32_t i = static_cast<int32_t>(req.hashes.size()); i < num_full; ++i) {
+    std::span<const int32_t> block_tokens = tokens.subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
+    std::optional<BlockHash> parent;
+    if (i > 0) parent = req.hashes[static_cast<size_t>(i - 1)];
+    BlockHash hash = HashBlockTokens(parent, block_tokens);
+    pool_.Cache(req.blocks[static_cast<size_t>(i)], hash, block_tokens);
+    req.hashes.push_back(hash);
+  }
+}
+
+void KVCacheManager::Free(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  std::vector<int32_t>& blocks = it->second.blocks;
+  // Tail first: the request's last blocks are the least likely to be shared, so they are evicted first.
+  std::reverse(blocks.begin(), blocks.end());
+  pool_.Free(blocks);
+  requests_.erase(it);
+}
+
+std::span<const int32_t> KVCacheManager::BlockTable(RequestId id) const {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return {};
+  return it->second.blocks;
+}
+
+bool KVCacheManager::Fork(RequestId parent, RequestId child, int32_t num_tokens,
+                          std::vector<std::pair<int32_t, int32_t>>* copies) {
+  auto it = requests_.find(parent);
+  PARALLM_CHECK_MSG(it != requests_.end(), "Fork of an unknown request");
+  PARALLM_CHECK_MSG(!requests_.contains(child), "Fork into an existing request");
+  const int32_t bs = pool_.block_size();
+  const RequestBlocks& from = it->second;
+  PARALLM_CHECK_MSG(num_tokens >= 0 && CeilDiv(num_tokens, bs) <= static_cast<int32_t>(from.blocks.size()),
+                    "Fork beyond the parent's blocks");
+  const int32_t num_full = num_tokens / bs;
+  const bool partial = num_tokens % bs != 0;
+  if (partial && pool_.num_free_blocks() == 0) return false;
+
+  RequestBlocks to;
+  to.blocks.assign(from.blocks.begin(), from.blocks.begin() + num_full);
+  to.hashes.assign(from.hashes.begin(), from.hashes.begin() + std::min<size_t>(from.hashes.size(), num_full));
+  pool_.Touch(to.blocks);
+  stats_.blocks_shared += num_full;
+  if (partial) {
+    int32_t fresh = pool_.Allocate(1)[0];
+    to.blocks.push_back(fresh);
+    ++stats_.blocks_allocated;
+    if (copies != nullptr) copies->emplace_back(from.blocks[static_cast<size_t>(num_full)], fresh);
+  }
+  requests_.emplace(child, std::move(to));
+  return true;
+}
+
+void KVCacheManager::CheckIntegrity() const {
+  pool_.CheckIntegrity();
+  std::vector<int32_t> refs(static_cast<size_t>(pool_.num_blocks()), 0);
+  for (const auto& [id, req] : requests_) {
+    const std::string where = "request " + std::to_string(id);
+    PARALLM_CHECK_MSG(req.hashes.size() <= req.blocks.size(), where.c_str());
+    for (size_t i = 0; i < req.blocks.size(); ++i) {
+      int32_t b = req.blocks[i];
+      PARALLM_CHECK_MSG(b >= 0 && b < pool_.num_blocks(), where.c_str());
+      PARALLM_CHECK_MSG(++refs[static_cast<size_t>(b)] <= pool_.block(b).ref_count, where.c_str());
+      // A block cached under a hash holds the same content for every request that references it.
+      if (i < req.hashes.size() && pool_.block(b).hash) {
+        PARALLM_CHECK_MSG(*pool_.block(b).hash == req.hashes[i], where.c_str());
+      }
+    }
+    // A request holds a block at most once (its blocks are distinct).
+    std::vector<int32_t> sorted = req.blocks;
+    std::sort(sorted.begin(), sorted.end());
+    PARALLM_CHECK_MSG(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), where.c_str());
+  }
+  for (int32_t b = 0; b < pool_.num_blocks(); ++b) {
+    PARALLM_CHECK_MSG(refs[static_cast<size_t>(b)] == pool_.block(b).ref_count,
+                      ("block " + std::to_string(b) + ": ref count differs from the requests holding it").c_str());
+  }
+}
+
+}  // namespace parallm

@@ -1,0 +1,290 @@
+// Tests of KVCacheManager on small pools: prefix hits with exact block ids and stats, shared system prompts,
+// all-or-nothing allocation, forks and frees.
+#include "cache/kv_cache_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+namespace parallm {
+namespace {
+
+using Ids = std::vector<int32_t>;
+constexpr int32_t kBlockSize = 4;
+
+std::vector<int32_t> Range(int32_t first, int32_t n) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+Ids Table(const KVCacheManager& m, RequestId id) {
+  std::span<const int32_t> t = m.BlockTable(id);
+  return Ids(t.begin(), t.end());
+}
+
+// What the scheduler does for a new request: look up its prefix, allocate the rest, cache its full blocks.
+bool Admit(KVCacheManager& m, RequestId id, const std::vector<int32_t>& prompt) {
+  ComputedBlocks cb = m.GetComputedBlocks(prompt);
+  const int32_t n = static_cast<int32_t>(prompt.size());
+  if (!m.AllocateSlots(id, cb.num_tokens, n - cb.num_tokens, cb)) return false;
+  m.CacheFullBlocks(id, prompt, n);
+  m.CheckIntegrity();
+  return true;
+}
+
+TEST(KVCacheManager, PrefixCacheScenario) {
+  KVCacheManager m(16, kBlockSize, true);
+  const std::vector<int32_t> a = Range(1, 12);  // 3 full blocks
+  const std::vector<int32_t> b = Range(100, 12);
+  const std::vector<int32_t> c = Concat(Range(1, 8), Range(200, 4));  // A's first 2 blocks, then its own
+
+  // A: miss.
+  ComputedBlocks cb = m.GetComputedBlocks(a);
+  EXPECT_TRUE(cb.block_ids.empty());
+  EXPECT_EQ(cb.num_tokens, 0);
+  ASSERT_TRUE(m.AllocateSlots(1, 0, 12, cb));
+  m.CacheFullBlocks(1, a, 12);
+  m.CheckIntegrity();
+  EXPECT_EQ(Table(m, 1), (Ids{0, 1, 2}));
+  EXPECT_EQ(m.pool().num_cached_blocks(), 3);
+
+  // A again: hit; the last block is recomputed so the last token yields logits.
+  cb = m.GetComputedBlocks(a);
+  EXPECT_EQ(cb.block_ids, (Ids{0, 1}));
+  EXPECT_EQ(cb.num_tokens, 8);
+  ASSERT_TRUE(m.AllocateSlots(2, 8, 4, cb));
+  m.CacheFullBlocks(2, a, 12);
+  m.CheckIntegrity();
+  EXPECT_EQ(Table(m, 2), (Ids{0, 1, 3}));
+  EXPECT_EQ(m.pool().block(0).ref_count, 2);
+  EXPECT_EQ(m.pool().block(1).ref_count, 2);
+  EXPECT_FALSE(m.pool().block(3).hash.has_value());  // block 2 already caches that content
+  EXPECT_EQ(m.pool().num_cached_blocks(), 3);
+
+  // B: miss.
+  ASSERT_TRUE(Admit(m, 3, b));
+  EXPECT_EQ(Table(m, 3), (Ids{4, 5, 6}));
+
+  // C: partial hit on A's first 2 blocks.
+  cb = m.GetComputedBlocks(c);
+  EXPECT_EQ(cb.block_ids, (Ids{0, 1}));
+  EXPECT_EQ(cb.num_tokens, 8);
+  ASSERT_TRUE(m.AllocateSlots(4, 8, 4, cb));
+  m.CacheFullBlocks(4, c, 12);
+  m.CheckIntegrity();
+  EXPECT_EQ(Table(m, 4), (Ids{0, 1, 7}));
+  EXPECT_EQ(m.pool().block(0).ref_count, 3);
+
+  // A finishes; its unshared tail block goes to the free queue, still cached.
+  m.Free(1);
+  m.CheckIntegrity();
+  EXPECT_EQ(m.pool().FreeQueueIds(), (Ids{8, 9, 10, 11, 12, 13, 14, 15, 2}));
+  EXPECT_EQ(m.pool().block(0).ref_count, 2);
+
+  // A's prompt once more: hit.
+  cb = m.GetComputedBlocks(a);
+  EXPECT_EQ(cb.block_ids, (Ids{0, 1}));
+  ASSERT_TRUE(m.AllocateSlots(5, 8, 4, cb));
+  m.CacheFullBlocks(5, a, 12);
+  m.CheckIntegrity();
+  EXPECT_EQ(Table(m, 5), (Ids{0, 1, 8}));
+
+  const KVCacheStats& s = m.stats();
+  EXPECT_EQ(s.queries, 5);
+  EXPECT_EQ(s.hits, 2);
+  EXPECT_EQ(s.partial_hits, 1);
+  EXPECT_EQ(s.misses, 2);
+  EXPECT_EQ(s.query_tokens, 60);
+  EXPECT_EQ(s.hit_tokens, 24);
+  EXPECT_EQ(s.blocks_allocated, 9);
+  EXPECT_EQ(s.blocks_shared, 6);
+  EXPECT_EQ(m.num_free_blocks(), 16 - 8);  // 9 handed out, block 2 freed with A
+}
+
+TEST(KVCacheManager, UnalignedPromptReusesEveryFullBlock) {
+  KVCacheManager m(16, kBlockSize, true);
+  const std::vector<int32_t> a = Range(1, 13);  // 3 full blocks + 1 token
+  ASSERT_TRUE(Admit(m, 1, a));
+  EXPECT_EQ(Table(m, 1), (Ids{0, 1, 2, 3}));
+  ComputedBlocks cb = m.GetComputedBlocks(a);
+  EXPECT_EQ(cb.block_ids, (Ids{0, 1, 2}));
+  EXPECT_EQ(cb.num_tokens, 12);
+  ASSERT_TRUE(m.AllocateSlots(2, 12, 1, cb));
+  m.CheckIntegrity();
+  EXPECT_EQ(Table(m, 2), (Ids{0, 1, 2, 4}));
+  EXPECT_EQ(m.stats().hits, 1);
+  EXPECT_EQ(m.stats().hit_tokens, 12);
+}
+
+TEST(KVCacheManager, ShortPromptIsAMiss) {
+  KVCacheManager m(16, kBlockSize, true);
+  ComputedBlocks cb = m.GetComputedBlocks(Range(1, 3));
+  EXPECT_TRUE(cb.block_ids.empty());
+  EXPECT_EQ(m.stats().misses, 1);
+  EXPECT_EQ(m.stats().query_tokens, 3);
+}
+
+TEST(KVCacheManager, SharedSystemPrompt) {
+  KVCacheManager m(64, kBlockSize, true);
+  const std::vector<int32_t> system = Range(1000, 8);  // 2 blocks
+  for (RequestId id = 0; id < 10; ++id) {
+    // 14 tokens: 2 shared blocks, 1 full block of its own, 2 tokens in a 4th block.
+    ASSERT_TRUE(Admit(m, id, Concat(system, Range(static_cast<int32_t>(id) * 100, 6))));
+  }
+  EXPECT_EQ(Table(m, 0), (Ids{0, 1, 2, 3}));
+  EXPECT_EQ(Table(m, 1), (Ids{0, 1, 4, 5}));
+  EXPECT_EQ(Table(m, 9), (Ids{0, 1, 20, 21}));
+  EXPECT_EQ(m.pool().block(0).ref_count, 10);
+  EXPECT_EQ(m.pool().block(1).ref_count, 10);
+  const KVCacheStats& s = m.stats();
+  EXPECT_EQ(s.misses, 1);
+  EXPECT_EQ(s.partial_hits, 9);
+  EXPECT_EQ(s.hits, 0);
+  EXPECT_EQ(s.blocks_allocated, 4 + 9 * 2);
+  EXPECT_EQ(s.blocks_shared, 9 * 2);
+  EXPECT_EQ(s.hit_tokens, 9 * 8);
+  EXPECT_EQ(m.num_free_blocks(), 64 - 22);
+  EXPECT_EQ(m.pool().num_cached_blocks(), 2 + 10);
+
+  for (RequestId id = 0; id < 10; ++id) {
+    m.Free(id);
+    m.CheckIntegrity();
+  }
+  EXPECT_EQ(m.num_free_blocks(), 64);
+  // The shared prefix is released last (by the last request, tail first), so it is evicted last.
+  Ids queue = m.pool().FreeQueueIds();
+  EXPECT_EQ(Ids(queue.end() - 4, queue.end()), (Ids{21, 20, 1, 0}));
+  EXPECT_EQ(Ids(queue.begin() + 42, queue.begin() + 44), (Ids{3, 2}));
+}
+
+TEST(KVCacheManager, GrowsBlockByBlock) {
+  KVCacheManager m(8, kBlockSize, true);
+  ASSERT_TRUE(m.AllocateSlots(1, 0, 3));
+  EXPECT_EQ(Table(m, 1), (Ids{0}));
+  ASSERT_TRUE(m.AllocateSlots(1, 3, 1));
+  EXPECT_EQ(Table(m, 1), (Ids{0}));
+  ASSERT_TRUE(m.AllocateSlots(1, 4, 1));
+  EXPECT_EQ(Table(m, 1), (Ids{0, 1}));
+  ASSERT_TRUE(m.AllocateSlots(1, 5, 8));
+  EXPECT_EQ(Table(m, 1), (Ids{0, 1, 2, 3}));
+  m.CheckIntegrity();
+  EXPECT_EQ(m.stats().blocks_allocated, 4);
+  // Caching as blocks fill: only the full ones.
+  std::vector<int32_t> tokens = Range(1, 13);
+  m.CacheFullBlocks(1, tokens, 6);
+  EXPECT_EQ(m.pool().num_cached_blocks(), 1);
+  m.CacheFullBlocks(1, tokens, 13);
+  EXPECT_EQ(m.pool().num_cached_blocks(), 3);
+  m.CheckIntegrity();
+}
+
+TEST(KVCacheManager, FailedAllocationChangesNothing) {
+  KVCacheManager m(4, kBlockSize, true);
+  const std::vector<int32_t> a = Range(1, 12);
+  ASSERT_TRUE(Admit(m, 1, a));
+  m.Free(1);
+  m.CheckIntegrity();
+  EXPECT_EQ(m.pool().FreeQueueIds(), (Ids{3, 2, 1, 0}));
+
+  // 20 tokens: 3 cached blocks (all free, revived by Touch) + 2 fresh = 5 > 4. The free count alone (4 >= 2
+  // fresh) would wrongly say yes.
+  const std::vector<int32_t> longer = Concat(a, Range(50, 8));
+  ComputedBlocks cb = m.GetComputedBlocks(longer);
+  EXPECT_EQ(cb.block_ids, (Ids{0, 1, 2}));
+  const KVCacheStats before = m.stats();
+  EXPECT_FALSE(m.AllocateSlots(2, cb.num_tokens, 20 - cb.num_tokens, cb));
+  m.CheckIntegrity();
+  EXPECT_TRUE(m.BlockTable(2).empty());
+  EXPECT_EQ(m.pool().FreeQueueIds(), (Ids{3, 2, 1, 0}));
+  EXPECT_EQ(m.pool().num_cached_blocks(), 3);
+  EXPECT_EQ(m.stats().blocks_allocated, before.blocks_allocated);
+  EXPECT_EQ(m.stats().blocks_shared, before.blocks_shared);
+  for (int32_t b = 0; b < 4; ++b) EXPECT_EQ(m.pool().block(b).ref_count, 0);
+
+  // 16 tokens fit exactly: 3 revived + 1 fresh.
+  const std::vector<int32_t> fits = Concat(a, Range(50, 4));
+  cb = m.GetComputedBlocks(fits);
+  ASSERT_TRUE(m.AllocateSlots(2, cb.num_tokens, 16 - cb.num_tokens, cb));
+  m.CheckIntegrity();
+  EXPECT_EQ(Table(m, 2), (Ids{0, 1, 2, 3}));
+  EXPECT_EQ(m.num_free_blocks(), 0);
+
+  // A running request that cannot grow keeps what it had.
+  EXPECT_FALSE(m.AllocateSlots(2, 16, 1));
+  m.CheckIntegrity();
+  EXPECT_EQ(Table(m, 2), (Ids{0, 1, 2, 3}));
+}
+
+TEST(KVCacheManager, ForkSharesFullBlocksAndCopiesThePartialOne) {
+  KVCacheManager m(6, kBlockSize, true);
+  ASSERT_TRUE(m.AllocateSlots(1, 0, 10));  // blocks 0, 1 full; 2 holds 2 tokens
+  EXPECT_EQ(Table(m, 1), (Ids{0, 1, 2}));
+
+  std::vector<std::pair<int32_t, int32_t>> copies;
+  ASSERT_TRUE(m.Fork(1, 2, 10, &copies));
+  m.CheckIntegrity();
+  EXPECT_EQ(Table(m, 2), (Ids{0, 1, 3}));
+  EXPECT_EQ(copies, (std::vector<std::pair<int32_t, int32_t>>{{2, 3}}));
+  EXPECT_EQ(m.pool().block(0).ref_count, 2);
+  EXPECT_EQ(m.pool().block(2).ref_count, 1);
+
+  copies.clear();
+  ASSERT_TRUE(m.Fork(1, 3, 8, &copies));  // block aligned: nothing to copy
+  m.CheckIntegrity();
+  EXPECT_EQ(Table(m, 3), (Ids{0, 1}));
+  EXPECT_TRUE(copies.empty());
+  EXPECT_EQ(m.pool().block(0).ref_count, 3);
+
+  ASSERT_TRUE(m.AllocateSlots(4, 0, 8));  // takes the last 2 free blocks
+  EXPECT_EQ(m.num_free_blocks(), 0);
+  EXPECT_FALSE(m.Fork(1, 5, 10, &copies));
+  m.CheckIntegrity();
+  EXPECT_TRUE(m.BlockTable(5).empty());
+  EXPECT_EQ(m.pool().block(0).ref_count, 3);
+  EXPECT_EQ(m.stats().blocks_allocated, 3 + 1 + 2);
+  EXPECT_EQ(m.stats().blocks_shared, 2 + 2);
+
+  for (RequestId id : {1, 2, 3, 4}) {
+    m.Free(id);
+    m.CheckIntegrity();
+  }
+  EXPECT_EQ(m.num_free_blocks(), 6);
+}
+
+TEST(KVCacheManager, FreeOfUnknownRequestIsANoOp) {
+  KVCacheManager m(8, kBlockSize, true);
+  ASSERT_TRUE(m.AllocateSlots(1, 0, 5));
+  const Ids queue = m.pool().FreeQueueIds();
+  m.Free(99);
+  m.CheckIntegrity();
+  EXPECT_EQ(m.pool().FreeQueueIds(), queue);
+  EXPECT_EQ(Table(m, 1), (Ids{0, 1}));
+  m.Free(1);
+  m.Free(1);  // twice: the second is unknown
+  m.CheckIntegrity();
+  EXPECT_EQ(m.num_free_blocks(), 8);
+}
+
+TEST(KVCacheManager, WithoutPrefixCachingNothingIsShared) {
+  KVCacheManager m(16, kBlockSize, false);
+  const std::vector<int32_t> a = Range(1, 12);
+  ASSERT_TRUE(Admit(m, 1, a));
+  ComputedBlocks cb = m.GetComputedBlocks(a);
+  EXPECT_TRUE(cb.block_ids.empty());
+  ASSERT_TRUE(m.AllocateSlots(2, 0, 12, cb));
+  m.CheckIntegrity();
+  EXPECT_EQ(Table(m, 2), (Ids{3, 4, 5}));
+  EXPECT_EQ(m.pool().num_cached_blocks(), 0);
+  EXPECT_EQ(m.stats().misses, 2);
+  EXPECT_EQ(m.stats().blocks_shared, 0);
+}
+
+}  // namespace
+}  // namespace parallm

@@ -136,6 +136,54 @@ TEST(Engine, PrefixCacheScenario) {
   EXPECT_EQ(s.hit_tokens, 128);
 }
 
+TEST(Engine, SharedSystemPromptIsComputedOnce) {
+  // 20 requests in 2 rounds of 10 sharing a 286-token system prompt, each with its own question; with prefix
+  // caching the system prompt's full blocks are computed once and shared, and outputs equal the uncached run.
+  testing::TinyModelOptions o;
+  o.arch = Arch::kQwen2;
+  o.gguf_type = DType::kQ8_0;
+  std::vector<int32_t> system(286);
+  for (size_t i = 0; i < system.size(); ++i) system[i] = static_cast<int32_t>((i * 37) % 500);
+  auto questions = RandomPrompts(20, 8, 20, 512, 9);
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& q : questions) {
+    prompts.push_back(system);
+    prompts.back().insert(prompts.back().end(), q.begin(), q.end());
+  }
+  SamplingParams p;
+  p.max_tokens = 8;
+  p.ignore_eos = true;
+  EngineConfig uncached_config = SmallConfig();
+  uncached_config.enable_prefix_caching = false;
+  LLM uncached(testing::TinyModel(o, "sys-uncached"), uncached_config);
+  LLM cached(testing::TinyModel(o, "sys-cached"), SmallConfig());
+  std::vector<std::vector<int32_t>> expected, got;
+  int64_t saved = 0;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::vector<int32_t>> batch(prompts.begin() + round * 10, prompts.begin() + round * 10 + 10);
+    auto a = uncached.Generate(batch, {p});
+    auto b = cached.Generate(batch, {p});
+    ASSERT_TRUE(a.ok() && b.ok());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      expected.push_back((*a)[i].ids);
+      got.push_back((*b)[i].ids);
+      EXPECT_EQ((*a)[i].cached_tokens, 0);
+      saved += (*b)[i].cached_tokens;
+      if (round == 1) EXPECT_EQ((*b)[i].cached_tokens, 272) << i;  // 17 full blocks of the 286-token prefix
+    }
+  }
+  EXPECT_EQ(got, expected);
+  const KVCacheStats& s = cached.engine().kv_manager().stats();
+  // Round 1's first step prefills what fits in 256 tokens; every later request finds the prefix cached.
+  EXPECT_GE(saved, 19 * 256);
+  EXPECT_GE(s.blocks_shared, 19 * 16);
+  EXPECT_LT(s.blocks_allocated, uncached.engine().kv_manager().stats().blocks_allocated / 3);
+  std::printf("shared system prompt: %lld prompt tokens saved, %lld blocks allocated (uncached %lld), %lld shared\n",
+              static_cast<long long>(saved), static_cast<long long>(s.blocks_allocated),
+              static_cast<long long>(uncached.engine().kv_manager().stats().blocks_allocated),
+              static_cast<long long>(s.blocks_shared));
+}
+
 TEST(Engine, StressRandomArrivalsAndCancellationsLeakNothing) {
   testing::TinyModelOptions o;
   o.hidden = 64;

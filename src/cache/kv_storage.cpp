@@ -1,6 +1,8 @@
 // PagedKvStorage: f32 keys and values per layer, slot-major.
 #include "cache/kv_storage.h"
 
+#include <algorithm>
+
 #include "util/check.h"
 
 namespace parallm {
@@ -12,6 +14,16 @@ PagedKvStorage::PagedKvStorage(const KvStorageShape& shape) : shape_(shape) {
   size_t floats = static_cast<size_t>(num_slots() * slot_floats_);
   k_.assign(static_cast<size_t>(shape.n_layers), std::vector<float>(floats));
   v_.assign(static_cast<size_t>(shape.n_layers), std::vector<float>(floats));
+}
+
+void PagedKvStorage::CopyBlock(int32_t src, int32_t dst) {
+  PARALLM_CHECK(src >= 0 && src < shape_.num_blocks && dst >= 0 && dst < shape_.num_blocks);
+  const int64_t n = slot_floats_ * shape_.block_size;
+  for (int l = 0; l < shape_.n_layers; ++l) {
+    std::copy_n(Key(l, static_cast<int64_t>(src) * shape_.block_size), n, Key(l, static_cast<int64_t>(dst) * shape_.block_size));
+    std::copy_n(Value(l, static_cast<int64_t>(src) * shape_.block_size), n,
+                Value(l, static_cast<int64_t>(dst) * shape_.block_size));
+  }
 }
 
 size_t PagedKvStorage::BytesPerBlock(const KvStorageShape& s) {

@@ -28,6 +28,9 @@ class PagedKvStorage {
   static size_t BytesPerBlock(const KvStorageShape& shape);
   size_t TotalBytes() const { return BytesPerBlock() * static_cast<size_t>(shape_.num_blocks); }
 
+  // Copies every layer's keys and values of block `src` into block `dst` (forked requests).
+  void CopyBlock(int32_t src, int32_t dst);
+
   // Slot `slot` (= block * block_size + offset) of `layer`: n_kv_heads x head_dim contiguous f32.
   float* Key(int layer, int64_t slot) { return k_[static_cast<size_t>(layer)].data() + slot * slot_floats_; }
   float* Value(int layer, int64_t slot) { return v_[static_cast<size_t>(layer)].data() + slot * slot_floats_; }

@@ -114,23 +114,35 @@ int Run(const BatchOptions& o) {
   auto start = std::chrono::steady_clock::now();
   auto result = (*llm)->Generate(prompts, params, [&](const StreamEvent& e) {
     generated += static_cast<int64_t>(e.new_tokens.size());
-    if (!e.finished) return;
+    if (e.completion == nullptr) return;  // written once every choice of the prompt is done
     const Completion& c = *e.completion;
     const BatchRequest& r = jobs[e.index].request;
-    boost::json::object record;
-    record["id"] = r.id;
-    record["text"] = vocab ? ToValidUtf8(vocab->Decode(c.ids)) : "";
-    boost::json::array ids;
-    for (int32_t t : c.ids) ids.push_back(t);
-    record["token_ids"] = ids;
-    record["finish_reason"] = FinishReasonName(c.finish_reason);
+    auto choice_json = [&](const Choice& choice) {
+      boost::json::object j;
+      j["text"] = vocab ? ToValidUtf8(vocab->Decode(choice.ids)) : "";
+      boost::json::array ids;
+      for (int32_t t : choice.ids) ids.push_back(t);
+      j["token_ids"] = ids;
+      j["finish_reason"] = FinishReasonName(choice.finish_reason);
+      return j;
+    };
+    // The first choice is flat in the record; with n > 1 all of them are also under "choices".
+    boost::json::object record = choice_json(c.choices[0]);
+    record.emplace("id", r.id);
+    int64_t completion_tokens = 0;
+    boost::json::array choices;
+    for (const Choice& choice : c.choices) {
+      completion_tokens += static_cast<int64_t>(choice.ids.size());
+      choices.push_back(choice_json(choice));
+    }
+    if (c.choices.size() > 1) record["choices"] = choices;
     record["usage"] = boost::json::object{
         {"prompt_tokens", c.prompt_tokens},
-        {"completion_tokens", c.ids.size()},
-        {"total_tokens", c.prompt_tokens + static_cast<int64_t>(c.ids.size())},
+        {"completion_tokens", completion_tokens},
+        {"total_tokens", c.prompt_tokens + completion_tokens},
         {"prompt_tokens_details", boost::json::object{{"cached_tokens", c.cached_tokens}}}};
-    record["ttft_s"] = c.ttft_seconds;
-    record["latency_s"] = c.total_seconds;
+    record["ttft_s"] = c.choices[0].ttft_seconds;
+    record["latency_s"] = c.choices[0].total_seconds;
     write(record);
     progress.Add(1);
   });

@@ -41,6 +41,7 @@ Result<SamplingParams> ParseSamplingParams(const boost::json::object& o) {
     return Status::Ok();
   };
   PARALLM_RETURN_IF_ERROR(get_int("max_tokens", &p.max_tokens, 0, 1 << 24));
+  PARALLM_RETURN_IF_ERROR(get_int("n", &p.n, 1, 128));
   PARALLM_RETURN_IF_ERROR(get_float("temperature", &p.temperature));
   PARALLM_RETURN_IF_ERROR(get_float("top_p", &p.top_p));
   PARALLM_RETURN_IF_ERROR(get_int("top_k", &p.top_k, -1, 1 << 24));

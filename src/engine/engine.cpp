@@ -50,9 +50,36 @@ Result<RequestId> Engine::Add(std::vector<int32_t> prompt, const SamplingParams&
 
 void Engine::Cancel(RequestId id) { scheduler_.Cancel(id); }
 
+void Engine::ForkCopies(const ScheduledRequest& s, std::span<const float> logits, std::vector<RequestOutput>* outputs) {
+  const Request& parent = *s.request;
+  std::vector<float> row(logits.size());
+  for (int32_t k = 1; k < parent.params.n; ++k) {
+    SamplingParams params = parent.params;
+    params.n = 1;
+    if (params.has_seed) params.seed = parent.params.seed + static_cast<uint64_t>(k);
+    auto child = std::make_unique<Request>(next_id_++, std::vector<int32_t>(parent.prompt().begin(), parent.prompt().end()),
+                                           params, eos_token_);
+    child->parent_id = parent.id;
+    child->choice_index = k;
+    child->priority = parent.priority;
+    std::copy(logits.begin(), logits.end(), row.begin());
+    const SampleResult first = child->sampler.Sample(row, child->prompt(), {});
+    // Share the prompt's KV blocks when the copy can run now; the partly filled last block is copied.
+    std::vector<std::pair<int32_t, int32_t>> copies;
+    const bool shares = scheduler_.HasRoomToRun() &&
+                        kv_manager_.Fork(parent.id, child->id, s.num_computed_tokens + s.num_new_tokens, &copies);
+    for (const auto& [src, dst] : copies) kv_storage_.CopyBlock(src, dst);
+    RequestOutput out{child->id, parent.id, k, {first.token}, {}, false, nullptr};
+    if (params.logprobs >= 0) out.new_samples.push_back(first);
+    outputs->push_back(std::move(out));
+    scheduler_.AddForked(std::move(child), first, shares);
+  }
+}
+
 std::vector<RequestOutput> Engine::Step() {
   const SchedulerOutput out = scheduler_.Schedule();
   std::vector<SampleResult> sampled;
+  std::vector<RequestOutput> outputs;
   if (!out.empty()) {
     const std::vector<float>& logits = runner_.Execute(out);
     const size_t vocab = static_cast<size_t>(model_.config().vocab);
@@ -61,27 +88,21 @@ std::vector<RequestOutput> Engine::Step() {
     for (const ScheduledRequest& s : out.scheduled) {
       if (!s.samples) continue;
       Request& r = *s.request;
-      std::copy_n(logits.begin() + static_cast<std::ptrdiff_t>(i * vocab), vocab, row.begin());
+      std::span<const float> logits_row(logits.data() + i * vocab, vocab);
+      std::copy(logits_row.begin(), logits_row.end(), row.begin());
       sampled.push_back(r.sampler.Sample(row, r.prompt(), r.output()));
+      RequestOutput o{r.id, r.parent_id, r.choice_index, {sampled.back().token}, {}, false, nullptr};
+      if (r.params.logprobs >= 0) o.new_samples.push_back(sampled.back());
+      outputs.push_back(std::move(o));
+      if (r.params.n > 1 && r.parent_id == 0 && r.num_output_tokens() == 0) ForkCopies(s, logits_row, &outputs);
       ++i;
     }
-  }
-  // Which requests gain a token this step, before Update moves finished ones out.
-  std::vector<RequestOutput> outputs;
-  for (const ScheduledRequest& s : out.scheduled)
-    if (s.samples) outputs.push_back(RequestOutput{s.request->id, {}, {}, false, nullptr});
-  size_t k = 0;
-  for (const ScheduledRequest& s : out.scheduled) {
-    if (!s.samples) continue;
-    outputs[k].new_tokens.push_back(sampled[k].token);
-    if (s.request->params.logprobs >= 0) outputs[k].new_samples.push_back(sampled[k]);
-    ++k;
   }
   std::vector<std::unique_ptr<Request>> finished = scheduler_.Update(out, sampled);
   for (auto& r : finished) {
     auto it = std::find_if(outputs.begin(), outputs.end(), [&](const RequestOutput& o) { return o.id == r->id; });
     if (it == outputs.end()) {
-      outputs.push_back(RequestOutput{r->id, {}, {}, true, nullptr});
+      outputs.push_back(RequestOutput{r->id, r->parent_id, r->choice_index, {}, {}, true, nullptr});
       it = outputs.end() - 1;
     } else if (r->finish_reason == FinishReason::kStop) {
       it->new_tokens.clear();  // the stop token is not part of the output

@@ -26,6 +26,8 @@ struct EngineConfig {
 // What a step did to one request: tokens it gained, and whether it is done.
 struct RequestOutput {
   RequestId id;
+  RequestId parent_id = 0;   // n > 1: the request this copy was forked from (0 for the request itself)
+  int32_t choice_index = 0;  // which of the n copies
   std::vector<int32_t> new_tokens;
   std::vector<SampleResult> new_samples;  // with logprobs, when asked
   bool finished = false;
@@ -52,6 +54,8 @@ class Engine {
 
  private:
   static EngineConfig Resolve(const Model& model, EngineConfig config);
+  // n > 1: forks copies 1..n-1 of `parent`, whose prompt was just computed; `logits` is its row.
+  void ForkCopies(const ScheduledRequest& parent, std::span<const float> logits, std::vector<RequestOutput>* outputs);
 
   Model& model_;
   EngineConfig config_;

@@ -34,23 +34,32 @@ Result<std::vector<Completion>> LLM::Generate(const std::vector<std::vector<int3
     index[*id] = i;
   }
   std::vector<Completion> completions(prompts.size());
+  std::vector<int32_t> open_choices(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const int32_t n = (params.size() == 1 ? params[0] : params[i]).n;
+    completions[i].choices.resize(static_cast<size_t>(n));
+    completions[i].prompt_tokens = static_cast<int32_t>(prompts[i].size());
+    open_choices[i] = n;
+  }
   while (engine_.HasUnfinished()) {
     for (RequestOutput& out : engine_.Step()) {
-      const size_t i = index.at(out.id);
+      const size_t i = index.at(out.parent_id != 0 ? out.parent_id : out.id);
       Completion& c = completions[i];
-      c.ids.insert(c.ids.end(), out.new_tokens.begin(), out.new_tokens.end());
-      c.samples.insert(c.samples.end(), out.new_samples.begin(), out.new_samples.end());
+      Choice& choice = c.choices.at(static_cast<size_t>(out.choice_index));
+      choice.ids.insert(choice.ids.end(), out.new_tokens.begin(), out.new_tokens.end());
+      choice.samples.insert(choice.samples.end(), out.new_samples.begin(), out.new_samples.end());
       if (out.finished) {
         const Request& r = *out.request;
-        c.finish_reason = r.finish_reason;
-        c.prompt_tokens = r.num_prompt_tokens;
-        c.cached_tokens = r.num_cached_tokens;
-        c.preemptions = r.num_preemptions;
+        choice.finish_reason = r.finish_reason;
+        choice.preemptions = r.num_preemptions;
         auto secs = [&](Request::Clock::time_point t) { return std::chrono::duration<double>(t - r.arrival).count(); };
-        c.ttft_seconds = r.first_token ? secs(*r.first_token) : 0;
-        c.total_seconds = r.finished ? secs(*r.finished) : 0;
+        choice.ttft_seconds = r.first_token ? secs(*r.first_token) : 0;
+        choice.total_seconds = r.finished ? secs(*r.finished) : 0;
+        if (out.choice_index == 0) c.cached_tokens = r.num_cached_tokens;
+        --open_choices[i];
       }
-      if (on_event) on_event(StreamEvent{i, out.new_tokens, out.finished, out.finished ? &c : nullptr});
+      if (on_event)
+        on_event(StreamEvent{i, out.choice_index, out.new_tokens, out.finished, open_choices[i] == 0 ? &c : nullptr});
     }
   }
   return completions;

@@ -11,22 +11,31 @@
 
 namespace parallm {
 
-struct Completion {
+// One of a prompt's n completions.
+struct Choice {
   std::vector<int32_t> ids;           // generated tokens (no stop token)
   std::vector<SampleResult> samples;  // per token, when logprobs were asked
   FinishReason finish_reason = FinishReason::kNone;
-  int32_t prompt_tokens = 0;
-  int32_t cached_tokens = 0;          // prompt tokens served from the prefix cache
   int32_t preemptions = 0;
   double ttft_seconds = 0;            // arrival -> first token
   double total_seconds = 0;           // arrival -> finished
 };
 
+struct Completion {
+  std::vector<Choice> choices;  // params.n of them
+  int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;    // prompt tokens served from the prefix cache
+  // Shorthands for the first choice (n = 1).
+  const std::vector<int32_t>& ids() const { return choices.at(0).ids; }
+  FinishReason finish_reason() const { return choices.at(0).finish_reason; }
+};
+
 struct StreamEvent {
   size_t index;                     // which prompt
+  int32_t choice;                   // which of its n completions
   const std::vector<int32_t>& new_tokens;
-  bool finished;
-  const Completion* completion;     // set when finished
+  bool finished;                    // this choice is done
+  const Completion* completion;     // set when the whole prompt (all choices) is done
 };
 
 class LLM {

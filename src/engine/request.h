@@ -31,6 +31,9 @@ struct Request {
   Sampler sampler;
   int32_t eos_token;  // -1: none
   int32_t priority = 0;  // lower runs first; FCFS within a priority
+  // n > 1: copies 1..n-1 are forked from copy 0 once its prompt is computed; they name it here.
+  RequestId parent_id = 0;
+  int32_t choice_index = 0;
 
   RequestStatus status = RequestStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;

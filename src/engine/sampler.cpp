@@ -19,6 +19,7 @@ Status SamplingParams::Validate(int32_t vocab_size) const {
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
     return Err("presence_penalty must be in [-2, 2], got {}", presence_penalty);
   if (logprobs > 20) return Err("logprobs must be at most 20, got {}", logprobs);
+  if (n < 1 || n > 128) return Err("n must be between 1 and 128, got {}", n);
   for (const auto& [token, bias] : logit_bias) {
     if (token < 0 || token >= vocab_size) return Err("logit_bias token {} is outside the vocabulary", token);
     if (!(bias >= -100.0f && bias <= 100.0f)) return Err("logit_bias values must be in [-100, 100], got {}", bias);

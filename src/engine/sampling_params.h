@@ -23,7 +23,8 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;            // stop_token_ids (besides EOS)
   bool ignore_eos = false;                        // ignore_eos
   int32_t logprobs = -1;            // logprobs: -1 none, 0 the chosen token's, k > 0 also the top k
-  uint64_t seed = 0;                // seed: the request's own RNG stream
+  int32_t n = 1;                    // n: completions per prompt; the copies share the prompt's KV blocks
+  uint64_t seed = 0;                // seed: the request's own RNG stream (copy k of n uses seed + k)
   bool has_seed = false;            // no seed: the engine derives one from the request id
 
   // Checks ranges (temperature >= 0, 0 < top_p <= 1, ...) with errors naming the field.

@@ -27,9 +27,25 @@ void Scheduler::Add(std::unique_ptr<Request> request) {
 }
 
 void Scheduler::Cancel(RequestId id) {
-  auto it = requests_.find(id);
-  if (it == requests_.end()) return;
-  Finish(it->second.get(), FinishReason::kCancelled);
+  std::vector<Request*> doomed;
+  for (const auto& [rid, r] : requests_)
+    if (rid == id || r->parent_id == id) doomed.push_back(r.get());
+  for (Request* r : doomed) Finish(r, FinishReason::kCancelled);
+}
+
+void Scheduler::AddForked(std::unique_ptr<Request> child, const SampleResult& first, bool shares_kv) {
+  Request* r = child.get();
+  PARALLM_CHECK(!requests_.contains(r->id) && r->parent_id != 0);
+  requests_[r->id] = std::move(child);
+  if (shares_kv) {
+    PARALLM_CHECK(HasRoomToRun());
+    r->num_computed_tokens = r->num_tokens();
+    r->status = RequestStatus::kRunning;
+    running_.push_back(r);
+  } else {
+    waiting_.push_front(r);  // part of a request that is already running: ahead of new arrivals
+  }
+  AppendToken(r, first);
 }
 
 void Scheduler::Preempt(Request* r) {
@@ -109,6 +125,24 @@ bool Scheduler::StopsAfter(const Request& r) const {
          r.params.stop_token_ids.end();
 }
 
+bool Scheduler::AppendToken(Request* r, const SampleResult& result) {
+  if (!r->first_token) r->first_token = Request::Clock::now();
+  r->tokens.push_back(result.token);
+  if (r->params.logprobs >= 0) r->samples.push_back(result);
+  if (StopsAfter(*r)) {
+    // The stop token ends the text but is not part of it (OpenAI and vLLM leave it out).
+    r->tokens.pop_back();
+    if (r->params.logprobs >= 0) r->samples.pop_back();
+    Finish(r, FinishReason::kStop);
+    return true;
+  }
+  if (r->num_output_tokens() >= r->params.max_tokens || r->num_tokens() >= config_.max_model_len) {
+    Finish(r, FinishReason::kLength);
+    return true;
+  }
+  return false;
+}
+
 std::vector<std::unique_ptr<Request>> Scheduler::Update(const SchedulerOutput& out,
                                                         const std::vector<SampleResult>& sampled) {
   size_t next_sample = 0;
@@ -119,18 +153,7 @@ std::vector<std::unique_ptr<Request>> Scheduler::Update(const SchedulerOutput& o
     kv_->CacheFullBlocks(r->id, std::span<const int32_t>(r->tokens), r->num_computed_tokens);
     if (!s.samples) continue;
     PARALLM_CHECK(next_sample < sampled.size());
-    const SampleResult& result = sampled[next_sample++];
-    if (!r->first_token) r->first_token = Request::Clock::now();
-    r->tokens.push_back(result.token);
-    if (r->params.logprobs >= 0) r->samples.push_back(result);
-    if (StopsAfter(*r)) {
-      // The stop token ends the text but is not part of it (OpenAI and vLLM leave it out).
-      r->tokens.pop_back();
-      if (r->params.logprobs >= 0) r->samples.pop_back();
-      Finish(r, FinishReason::kStop);
-    } else if (r->num_output_tokens() >= r->params.max_tokens || r->num_tokens() >= config_.max_model_len) {
-      Finish(r, FinishReason::kLength);
-    }
+    AppendToken(r, sampled[next_sample++]);
   }
   PARALLM_CHECK(next_sample == sampled.size());
   std::vector<std::unique_ptr<Request>> done = std::move(finished_);

@@ -42,8 +42,15 @@ class Scheduler {
 
   // Takes ownership; the request waits for its first Schedule().
   void Add(std::unique_ptr<Request> request);
-  // Finishes a request at once (cancellation): its blocks are freed now. Unknown ids are ignored.
+  // Finishes a request at once (cancellation), and the copies forked from it: blocks are freed now. Unknown ids
+  // are ignored.
   void Cancel(RequestId id);
+  // A copy forked from a running request after its prompt, with its first token already sampled. When
+  // `shares_kv` its blocks were forked from the parent (KVCacheManager::Fork) and it runs at once; otherwise it
+  // waits and recomputes (from the prefix cache when it can).
+  void AddForked(std::unique_ptr<Request> child, const SampleResult& first, bool shares_kv);
+  // Whether one more request may run now (max_num_seqs).
+  bool HasRoomToRun() const { return static_cast<int32_t>(running_.size()) < config_.max_num_seqs; }
 
   SchedulerOutput Schedule();
   // After the step ran: advances num_computed_tokens, caches full blocks, appends sampled tokens
@@ -66,6 +73,8 @@ class Scheduler {
   void Preempt(Request* r);
   void Finish(Request* r, FinishReason reason);
   bool StopsAfter(const Request& r) const;
+  // Appends a sampled token and finishes the request if it stops; returns whether it finished.
+  bool AppendToken(Request* r, const SampleResult& result);
 
   SchedulerConfig config_;
   KVCacheManager* kv_;

@@ -25,7 +25,7 @@ std::vector<std::vector<int32_t>> RandomPrompts(int n, int min_len, int max_len,
 
 std::vector<std::vector<int32_t>> Ids(const std::vector<Completion>& completions) {
   std::vector<std::vector<int32_t>> ids;
-  for (const Completion& c : completions) ids.push_back(c.ids);
+  for (const Completion& c : completions) ids.push_back(c.ids());
   return ids;
 }
 
@@ -70,8 +70,8 @@ TEST_P(EngineBatchInvariance, SixtyFourPromptsTogetherEqualOneAtATime) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     auto alone = together.Generate({prompts[i]}, {params[i]});
     ASSERT_TRUE(alone.ok());
-    EXPECT_EQ((*alone)[0].ids, (*batched)[i].ids) << "prompt " << i;
-    EXPECT_EQ((*batched)[i].ids.size(), 12u);
+    EXPECT_EQ((*alone)[0].ids(), (*batched)[i].ids()) << "prompt " << i;
+    EXPECT_EQ((*batched)[i].ids().size(), 12u);
   }
 }
 
@@ -124,12 +124,12 @@ TEST(Engine, PrefixCacheScenario) {
   EXPECT_EQ(first.cached_tokens, 0);
   Completion again = run(a);
   EXPECT_EQ(again.cached_tokens, 64);  // 5 full blocks of 16 = 80 tokens; the last block recomputes its last token
-  EXPECT_EQ(again.ids, first.ids);
+  EXPECT_EQ(again.ids(), first.ids());
   Completion other = run(b);
   EXPECT_EQ(other.cached_tokens, 0);
   Completion back = run(a);
   EXPECT_EQ(back.cached_tokens, 64);
-  EXPECT_EQ(back.ids, first.ids);
+  EXPECT_EQ(back.ids(), first.ids());
   const KVCacheStats& s = llm.engine().kv_manager().stats();
   EXPECT_EQ(s.misses, 2);
   EXPECT_EQ(s.hits, 2);
@@ -165,8 +165,8 @@ TEST(Engine, SharedSystemPromptIsComputedOnce) {
     auto b = cached.Generate(batch, {p});
     ASSERT_TRUE(a.ok() && b.ok());
     for (size_t i = 0; i < batch.size(); ++i) {
-      expected.push_back((*a)[i].ids);
-      got.push_back((*b)[i].ids);
+      expected.push_back((*a)[i].ids());
+      got.push_back((*b)[i].ids());
       EXPECT_EQ((*a)[i].cached_tokens, 0);
       saved += (*b)[i].cached_tokens;
       if (round == 1) EXPECT_EQ((*b)[i].cached_tokens, 272) << i;  // 17 full blocks of the 286-token prefix
@@ -238,11 +238,66 @@ TEST(Engine, StressRandomArrivalsAndCancellationsLeakNothing) {
   size_t compared = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (cancelled.contains(i)) continue;
-    EXPECT_EQ(got[i], (*expected)[i].ids) << "request " << i;
+    EXPECT_EQ(got[i], (*expected)[i].ids()) << "request " << i;
     ++compared;
   }
   EXPECT_GT(compared, 800u);
   EXPECT_GT(engine.scheduler().num_preemptions(), 0);
+}
+
+TEST(Engine, NCopiesForkAfterThePromptAndShareItsBlocks) {
+  testing::TinyModelOptions o;
+  o.arch = Arch::kQwen3;
+  o.gguf_type = DType::kQ8_0;
+  std::vector<int32_t> prompt(40);  // 2 full blocks of 16 + 8 tokens in a partial block
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(7 * i % 500);
+  SamplingParams p;
+  p.n = 4;
+  p.max_tokens = 10;
+  p.ignore_eos = true;
+  p.temperature = 1.0f;
+  p.seed = 100;
+  p.has_seed = true;
+  for (int max_seqs : {64, 1}) {  // 1: no room to run the copies at once, so they wait and recompute
+    EngineConfig config = SmallConfig(256, max_seqs);
+    config.enable_prefix_caching = false;  // block sharing below comes from forking alone
+    LLM llm(testing::TinyModel(o, "fork" + std::to_string(max_seqs)), config);
+    auto forked = llm.Generate({prompt}, {p});
+    ASSERT_TRUE(forked.ok()) << forked.status().message();
+    ASSERT_EQ((*forked)[0].choices.size(), 4u);
+    if (max_seqs == 64) EXPECT_EQ(llm.engine().kv_manager().stats().blocks_shared, 3 * 2);
+    // Copy k equals a lone request with seed + k: forking changes nothing but the work done.
+    for (int k = 0; k < 4; ++k) {
+      SamplingParams single = p;
+      single.n = 1;
+      single.seed = p.seed + static_cast<uint64_t>(k);
+      auto alone = llm.Generate({prompt}, {single});
+      ASSERT_TRUE(alone.ok());
+      EXPECT_EQ((*forked)[0].choices[static_cast<size_t>(k)].ids, (*alone)[0].ids()) << "copy " << k;
+    }
+    EXPECT_EQ(llm.engine().kv_manager().num_free_blocks(), 256);
+    llm.engine().CheckIntegrity();
+  }
+}
+
+TEST(Engine, CancellingARequestCancelsItsCopies) {
+  testing::TinyModelOptions o;
+  auto model = testing::TinyModel(o, "fork-cancel");
+  Engine engine(*model, SmallConfig());
+  SamplingParams p;
+  p.n = 3;
+  p.max_tokens = 50;
+  p.ignore_eos = true;
+  auto id = engine.Add({1, 2, 3, 4, 5}, p);
+  ASSERT_TRUE(id.ok());
+  engine.Step();  // prompt computed, copies forked
+  EXPECT_EQ(engine.scheduler().num_running(), 3);
+  engine.Cancel(*id);
+  EXPECT_FALSE(engine.HasUnfinished());
+  auto outs = engine.Step();
+  EXPECT_EQ(outs.size(), 3u);
+  for (const auto& out : outs) EXPECT_EQ(out.request->finish_reason, FinishReason::kCancelled);
+  EXPECT_EQ(engine.kv_manager().num_free_blocks(), 256);
 }
 
 TEST(Engine, RejectsBadRequests) {

@@ -9,6 +9,7 @@ PACKAGES=(
   build-essential cmake pkg-config ninja-build
   clang libclang-rt-14-dev            # libFuzzer and sanitizer runtimes
   libfmt-dev libcli11-dev libhwy-dev libxxhash-dev
+  libpcre2-dev libutf8proc-dev         # tokenizer: pre-tokenizer regexes, Unicode normalization
   libboost1.81-dev libboost-json1.81-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy                # tests/reference: the independent numpy forward pass
@@ -25,6 +26,18 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq || true
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# The JavaScript references the `node` ctests regenerate goldens with (tokenizers.js for tokenizers,
+# @huggingface/jinja for chat templates); reinstalled when a lock changes. Without npm those tests are skipped.
+for NODE_DIR in tests/tokenizer/node tests/chat/node; do
+  if command -v npm >/dev/null && ! cmp -s "$NODE_DIR/package-lock.json" "$NODE_DIR/node_modules/.parallm-lock.json"; then
+    if npm ci --prefix "$NODE_DIR" --no-audit --no-fund; then
+      cp "$NODE_DIR/package-lock.json" "$NODE_DIR/node_modules/.parallm-lock.json"
+    else
+      echo "setup: npm ci in $NODE_DIR failed; its node test will be skipped"
+    fi
+  fi
+done
 
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$BUILD_DIR" -j"$(nproc)"

@@ -11,6 +11,7 @@
 #include "engine/single_sequence.h"
 #include "formats/llama2c.h"
 #include "model/model.h"
+#include "model/synthetic_model.h"
 #include "util/npy.h"
 #include "util/strings.h"
 
@@ -40,7 +41,7 @@ struct Session {
 
 Result<Session> Open(const GenerateOptions& o) {
   Session s;
-  PARALLM_ASSIGN_OR_RETURN(s.model, Model::Load(o.model));
+  PARALLM_ASSIGN_OR_RETURN(s.model, LoadModelSpec(o.model));
   s.vocab = s.model->loaded().vocab;
   if (!o.tokenizer.empty()) {
     PARALLM_ASSIGN_OR_RETURN(Llama2cTokenizer tok, ReadLlama2cTokenizer(o.tokenizer));

@@ -3,10 +3,12 @@
 
 #include <unordered_map>
 
+#include "model/synthetic_model.h"
+
 namespace parallm {
 
 Result<std::unique_ptr<LLM>> LLM::Load(const std::string& path, const EngineConfig& config) {
-  PARALLM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(path));
+  PARALLM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelSpec(path));
   return std::make_unique<LLM>(std::move(model), config);
 }
 

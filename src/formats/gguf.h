@@ -102,6 +102,9 @@ class GgufWriter {
   Status AddTensor(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
   // Writes the file; alignment is `general.alignment` if set (must be a power of two), else 32.
   Status Write(const std::string& path) const;
+  // The tensors added so far as views (shapes outermost first), with the owned buffers as keepalives: a model
+  // built in memory is used without a file.
+  TensorSet Tensors() const;
 
  private:
   struct Pending {

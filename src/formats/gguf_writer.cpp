@@ -190,6 +190,20 @@ Status GgufWriter::AddTensor(const std::string& name, DType dtype, std::vector<i
   return Status::Ok();
 }
 
+TensorSet GgufWriter::Tensors() const {
+  TensorSet set;
+  for (const Pending& p : tensors_) {
+    TensorView v;
+    v.dtype = p.dtype;
+    v.shape = p.shape;
+    v.data = static_cast<const uint8_t*>(p.data);
+    v.nbytes = p.nbytes;
+    set.tensors[p.name] = std::move(v);
+  }
+  set.owners.assign(owned_.begin(), owned_.end());
+  return set;
+}
+
 Status GgufWriter::Write(const std::string& path) const {
   auto fail = [&](const Status& st) { return st.WithContext(path); };
   uint64_t alignment = kDefaultAlignment;

@@ -386,6 +386,26 @@ Result<LoadedModel> LoadLlama2c(const std::string& path) {
   return m;
 }
 
+}  // namespace
+
+Result<LoadedModel> BindModel(const ModelConfig& config, TensorSet tensors, const std::string& label) {
+  PARALLM_RETURN_IF_ERROR(ValidateConfig(config, label));
+  LoadedModel m;
+  m.config = config;
+  m.format = ModelFormat::kGguf;
+  m.path = label;
+  TensorSource source;
+  source.find = [&](const std::string& name) { return tensors.Find(name); };
+  source.display_name = [](const std::string& name) { return name; };
+  WeightBinder binder(source, label);
+  PARALLM_RETURN_IF_ERROR(BindWeights(config, binder, &m.weights));
+  m.weight_types = binder.Summary();
+  m.weights.storage = std::move(tensors);
+  return m;
+}
+
+namespace {
+
 bool HasGgufMagic(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   char magic[4] = {};

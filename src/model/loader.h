@@ -28,4 +28,8 @@ struct LoadedModel {
 // Every error names the path and says what was wrong or missing.
 Result<LoadedModel> LoadModel(const std::string& path);
 
+// Binds tensors named canonically (GGUF names) to a model of shape `config`, with the same checks as
+// loading a file; `label` names the model in errors.
+Result<LoadedModel> BindModel(const ModelConfig& config, TensorSet tensors, const std::string& label);
+
 }  // namespace parallm

@@ -190,6 +190,15 @@ Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std
   return Status::Ok();
 }
 
+Result<LoadedModel> ModelWriter::FinishInMemory(const std::string& label) {
+  if (options_.format != ModelFormat::kGguf) return Err("{}: only GGUF-typed models can be built in memory", label);
+  ModelConfig config = config_;
+  config.rope_style = target_rope_;
+  PARALLM_ASSIGN_OR_RETURN(LoadedModel m, BindModel(config, gguf_.Tensors(), label));
+  m.vocab = vocab_;
+  return m;
+}
+
 Status ModelWriter::Finish(const std::string& path) {
   if (options_.format == ModelFormat::kGguf) return gguf_.Write(path);
   const ArchSpec& spec = SpecFor(config_.arch);

@@ -49,6 +49,8 @@ class ModelWriter {
   Status Add(const std::string& name, std::vector<int64_t> shape, std::vector<float> values);
   // Writes the model to `path` (a .gguf file, or a folder for HF/MLX).
   Status Finish(const std::string& path);
+  // GGUF only: the model as written, loaded straight from memory (no file), with its vocabulary.
+  Result<LoadedModel> FinishInMemory(const std::string& label);
 
   // The RoPE pairing the target format uses for this architecture.
   RopeStyle target_rope_style() const { return target_rope_; }

@@ -1,0 +1,65 @@
+// Offline benchmark helpers: random prompts, one measured Generate() run.
+#include "bench/offline.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <random>
+
+namespace parallm::bench {
+
+std::vector<std::vector<int32_t>> RandomPrompts(const Workload& w, int32_t vocab) {
+  std::mt19937_64 rng(w.seed);
+  const int32_t top = std::max(2, vocab - 256);
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(w.prompts));
+  for (auto& p : prompts)
+    for (int32_t i = 0; i < w.input_len; ++i) p.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(top)));
+  return prompts;
+}
+
+boost::json::object RunFigures::ToJson() const {
+  return {{"requests", requests},
+          {"prompt_tokens", prompt_tokens},
+          {"generated_tokens", generated_tokens},
+          {"cached_tokens", cached_tokens},
+          {"seconds", seconds},
+          {"ttft_mean_s", ttft_mean},
+          {"tpot_mean_s", tpot_mean},
+          {"generation_tokens_per_s", generation_tps()},
+          {"prompt_tokens_per_s", prompt_tps()},
+          {"total_tokens_per_s", total_tps()}};
+}
+
+Result<RunFigures> Measure(LLM& llm, const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens) {
+  SamplingParams p;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  const auto start = std::chrono::steady_clock::now();
+  PARALLM_ASSIGN_OR_RETURN(std::vector<Completion> done, llm.Generate(prompts, {p}));
+  RunFigures f;
+  f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  f.requests = static_cast<int32_t>(done.size());
+  int64_t tpot_n = 0;
+  for (const Completion& c : done) {
+    const Choice& ch = c.choices[0];
+    f.prompt_tokens += c.prompt_tokens;
+    f.cached_tokens += c.cached_tokens;
+    f.generated_tokens += static_cast<int64_t>(ch.ids.size());
+    f.ttft_mean += ch.ttft_seconds;
+    if (ch.ids.size() > 1) {
+      f.tpot_mean += (ch.total_seconds - ch.ttft_seconds) / static_cast<double>(ch.ids.size() - 1);
+      ++tpot_n;
+    }
+  }
+  if (f.requests > 0) f.ttft_mean /= f.requests;
+  if (tpot_n > 0) f.tpot_mean /= static_cast<double>(tpot_n);
+  return f;
+}
+
+int64_t PeakRssBytes() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+}  // namespace parallm::bench

@@ -1,0 +1,45 @@
+// Offline benchmarks through the library (LLM::Generate): throughput, the continuous-batching sweep, and the
+// prefix-cache and paged-cache reports. Each returns its figures as JSON and prints a readable table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "engine/llm.h"
+
+namespace parallm::bench {
+
+struct Workload {
+  int32_t prompts = 32;
+  int32_t input_len = 128;
+  int32_t max_tokens = 64;
+  uint64_t seed = 0;
+};
+
+// Random token prompts (as vLLM's random dataset), ids drawn below the vocabulary's top 256 (specials).
+std::vector<std::vector<int32_t>> RandomPrompts(const Workload& w, int32_t vocab);
+
+struct RunFigures {
+  int32_t requests = 0;
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  int64_t cached_tokens = 0;
+  double seconds = 0;
+  double ttft_mean = 0;   // seconds
+  double tpot_mean = 0;   // seconds per output token after the first
+  double generation_tps() const { return generated_tokens / seconds; }
+  double prompt_tps() const { return prompt_tokens / seconds; }
+  double total_tps() const { return (prompt_tokens + generated_tokens) / seconds; }
+  boost::json::object ToJson() const;
+};
+
+// Runs `prompts` through `llm` (greedy, ignore_eos) and measures it.
+Result<RunFigures> Measure(LLM& llm, const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens);
+
+// Peak resident memory of this process, in bytes.
+int64_t PeakRssBytes();
+
+}  // namespace parallm::bench

@@ -19,7 +19,7 @@ namespace parallm::cli {
 namespace {
 
 struct BatchOptions {
-  std::string model, input, output;
+  std::string model, input, output, tokenizer;
   int threads = 0;
   double kv_cache_gb = 2.0;
   int max_num_seqs = 64;
@@ -52,7 +52,13 @@ int Run(const BatchOptions& o) {
   config.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
   auto llm = LLM::Load(o.model, config);
   if (!llm.ok()) return Fail(llm.status().message());
+  auto text = ModelText::ForModel(o.model, o.tokenizer);
+  if (!text.ok()) return Fail(text.status().message());
   const std::optional<Vocab>& vocab = (*llm)->model().loaded().vocab;
+  auto decode = [&](const std::vector<int32_t>& ids) {
+    if (text->has_tokenizer()) return text->Decode(ids);
+    return vocab ? ToValidUtf8(vocab->Decode(ids)) : std::string();
+  };
 
   std::ifstream in(o.input);
   if (!in) return Fail(fmt::format("{}: cannot open the input file", o.input));
@@ -83,7 +89,7 @@ int Run(const BatchOptions& o) {
   while (std::getline(in, line)) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto parsed = ParseBatchLine(line, line_no, (*llm)->model().config().vocab);
+    auto parsed = ParseBatchLine(line, line_no, (*llm)->model().config().vocab, &*text);
     if (parsed.ok() && seen.contains(parsed->id)) parsed = Err("duplicate id '{}'", parsed->id);
     if (!parsed.ok()) {
       ++bad;
@@ -119,7 +125,7 @@ int Run(const BatchOptions& o) {
     const BatchRequest& r = jobs[e.index].request;
     auto choice_json = [&](const Choice& choice) {
       boost::json::object j;
-      j["text"] = vocab ? ToValidUtf8(vocab->Decode(choice.ids)) : "";
+      j["text"] = decode(choice.ids);
       boost::json::array ids;
       for (int32_t t : choice.ids) ids.push_back(t);
       j["token_ids"] = ids;
@@ -127,8 +133,8 @@ int Run(const BatchOptions& o) {
       return j;
     };
     // The first choice is flat in the record; with n > 1 all of them are also under "choices".
-    boost::json::object record = choice_json(c.choices[0]);
-    record.emplace("id", r.id);
+    boost::json::object record{{"id", r.id}};
+    for (const auto& [key, value] : choice_json(c.choices[0])) record[key] = value;
     int64_t completion_tokens = 0;
     boost::json::array choices;
     for (const Choice& choice : c.choices) {
@@ -162,9 +168,11 @@ void AddBatchCommand(CLI::App& app) {
   auto o = std::make_shared<BatchOptions>();
   cmd->add_option("-m,--model", o->model, "Model: .gguf file, llama2.c .bin, or Hugging Face / MLX folder")->required();
   cmd->add_option("--input", o->input,
-                  "JSONL requests: {\"id\": \"q1\", \"prompt_ids\": [...] | \"prompt\": \"...\", \"max_tokens\": ..., ...}")
+                  "JSONL requests: {\"id\": \"q1\", \"prompt\": \"...\" | \"messages\": [...] | \"prompt_ids\": [...], "
+                  "\"max_tokens\": ..., ...}")
       ->required();
   cmd->add_option("--output", o->output, "JSONL results, appended; ids already there are skipped (resume)")->required();
+  cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer instead of the model's (tokenizer.json or folder, .gguf, tokenizer.bin)");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
   cmd->add_option("--kv-cache-gb", o->kv_cache_gb, "KV cache size in GiB")->capture_default_str();
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "Requests running at once")->capture_default_str();

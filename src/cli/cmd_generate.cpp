@@ -12,6 +12,7 @@
 #include "formats/llama2c.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
+#include "chat/model_text.h"
 #include "util/npy.h"
 #include "util/strings.h"
 
@@ -32,29 +33,31 @@ struct GenerateOptions {
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// Loads the model and the vocabulary (the model's own, or --tokenizer for llama2.c), and the prompt ids.
+// Loads the model, its text side (tokenizer, chat template; --tokenizer overrides) and the prompt ids.
 struct Session {
   std::unique_ptr<Model> model;
-  std::optional<Vocab> vocab;
+  ModelText text;
   std::vector<int32_t> prompt;
+  int32_t eos = -1;
 };
 
 Result<Session> Open(const GenerateOptions& o) {
   Session s;
   PARALLM_ASSIGN_OR_RETURN(s.model, LoadModelSpec(o.model));
-  s.vocab = s.model->loaded().vocab;
-  if (!o.tokenizer.empty()) {
-    PARALLM_ASSIGN_OR_RETURN(Llama2cTokenizer tok, ReadLlama2cTokenizer(o.tokenizer));
-    s.vocab = Vocab::FromLlama2c(tok);
-  }
-  if (!o.prompt.empty())
-    return Err("text prompts (-p) need the tokenizer, which is not built yet; pass --prompt-ids instead");
-  if (!o.prompt_ids.empty()) {
+  PARALLM_ASSIGN_OR_RETURN(s.text, ModelText::ForModel(o.model, o.tokenizer));
+  const Tokenizer* tok = s.text.tokenizer();
+  s.eos = tok ? tok->eos_id() : (s.model->loaded().vocab ? s.model->loaded().vocab->eos : -1);
+  if (!o.prompt.empty() && !o.prompt_ids.empty()) return Err("pass either -p TEXT or --prompt-ids, not both");
+  if (!o.prompt.empty()) {
+    PARALLM_ASSIGN_OR_RETURN(s.prompt, s.text.EncodePrompt(o.prompt));
+  } else if (!o.prompt_ids.empty()) {
     PARALLM_ASSIGN_OR_RETURN(s.prompt, ParseIdList(o.prompt_ids));
-  } else if (s.vocab && s.vocab->bos >= 0) {
-    s.prompt = {s.vocab->bos};  // no prompt: start from BOS
+  } else if (tok && tok->bos_id() >= 0) {
+    s.prompt = {tok->bos_id()};  // no prompt: start from BOS
+  } else if (s.model->loaded().vocab && s.model->loaded().vocab->bos >= 0) {
+    s.prompt = {s.model->loaded().vocab->bos};
   } else {
-    return Err("no prompt: pass --prompt-ids (this model has no BOS token to start from)");
+    return Err("no prompt: pass -p TEXT or --prompt-ids (this model has no BOS token to start from)");
   }
   const int vocab = s.model->config().vocab;
   for (int32_t id : s.prompt)
@@ -82,7 +85,7 @@ int RunGenerate(const GenerateOptions& o) {
   params.has_seed = true;
   if (Status st = params.Validate(model.config().vocab); !st.ok()) return Fail(st.message());
   Sampler sampler(params);
-  const int32_t eos = session->vocab && !o.ignore_eos ? session->vocab->eos : -1;
+  const int32_t eos = o.ignore_eos ? -1 : session->eos;
 
   auto t0 = Clock::now();
   std::vector<float> logits = seq.Append(prompt);
@@ -105,7 +108,10 @@ int RunGenerate(const GenerateOptions& o) {
   const int decode_steps = std::max<int>(0, static_cast<int>(out.size()) - 1);
   const double prefill_tps = prompt.size() / std::max(prefill_s, 1e-9);
   const double decode_tps = decode_steps / std::max(decode_s, 1e-9);
-  std::string text = session->vocab ? session->vocab->Decode(out) : "";
+  const bool has_text = session->text.has_tokenizer() || session->model->loaded().vocab.has_value();
+  std::string text = session->text.has_tokenizer()
+                         ? session->text.Decode(out)
+                         : (session->model->loaded().vocab ? session->model->loaded().vocab->Decode(out) : "");
   if (o.json) {
     boost::json::object j;
     boost::json::array ids;
@@ -122,7 +128,7 @@ int RunGenerate(const GenerateOptions& o) {
     j["threads"] = pool.num_threads();
     std::printf("%s\n", boost::json::serialize(j).c_str());
   } else {
-    if (session->vocab) {
+    if (has_text) {
       std::printf("%s\n", text.c_str());
     } else {
       std::string ids;
@@ -153,8 +159,9 @@ int RunLogits(const GenerateOptions& o) {
 void AddCommonOptions(CLI::App* cmd, GenerateOptions& o) {
   cmd->add_option("-m,--model", o.model, "Model: .gguf file, llama2.c .bin, or Hugging Face / MLX folder")->required();
   cmd->add_option("--prompt-ids", o.prompt_ids, "Prompt as comma-separated token ids (default: BOS)");
-  cmd->add_option("-p,--prompt", o.prompt, "Prompt text (needs the tokenizer)");
-  cmd->add_option("--tokenizer", o.tokenizer, "llama2.c tokenizer.bin, for llama2.c checkpoints");
+  cmd->add_option("-p,--prompt", o.prompt, "Prompt text, tokenized by the model's tokenizer");
+  cmd->add_option("--tokenizer", o.tokenizer,
+                  "Tokenizer to use instead of the model's: tokenizer.json (or its folder), .gguf, llama2.c tokenizer.bin");
   cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)");
 }
 

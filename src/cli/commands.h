@@ -10,6 +10,7 @@ void AddMakeModelCommand(CLI::App& app);
 void AddConvertCommand(CLI::App& app);
 void AddGenerateCommands(CLI::App& app);  // generate, logits
 void AddBatchCommand(CLI::App& app);
+void AddTokenizeCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);  // bench, bench batching|prefix-cache|paged-cache
 
 // Prints "error: <message>" to stderr; returns the exit code for a user error.

@@ -93,7 +93,7 @@ Result<SamplingParams> ParseSamplingParams(const boost::json::object& o) {
   return p;
 }
 
-Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_t vocab_size, const EncodeFn& encode) {
+Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_t vocab_size, const ModelText* model_text) {
   boost::system::error_code ec;
   boost::json::value v = boost::json::parse(line, ec);
   if (ec) return Err("invalid JSON: {}", ec.message());
@@ -111,8 +111,19 @@ Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_
   }
   const boost::json::value* ids = o.if_contains("prompt_ids");
   const boost::json::value* text = o.if_contains("prompt");
-  if (o.contains("messages")) return Err("'messages' needs chat templates, which are not built yet; use 'prompt_ids'");
-  if (ids != nullptr) {
+  const boost::json::value* messages = o.if_contains("messages");
+  if ((ids != nullptr) + (text != nullptr) + (messages != nullptr) > 1)
+    return Err("give one of 'prompt', 'messages' or 'prompt_ids'");
+  if (messages != nullptr) {
+    if (!messages->is_array()) return Err("'messages' must be an array of {{role, content}} objects");
+    for (const auto& m : messages->as_array())
+      if (!m.is_object() || !m.as_object().contains("role"))
+        return Err("each message must be an object with a 'role'");
+    if (model_text == nullptr) return Err("this model has no tokenizer for 'messages'");
+    boost::json::object extra;
+    if (const boost::json::value* tools = o.if_contains("tools"); tools && !tools->is_null()) extra["tools"] = *tools;
+    PARALLM_ASSIGN_OR_RETURN(r.prompt, model_text->EncodeChat(messages->as_array(), extra));
+  } else if (ids != nullptr) {
     if (!ids->is_array()) return Err("'prompt_ids' must be an array of token ids");
     for (const auto& t : ids->as_array()) {
       if (!t.is_int64() || t.as_int64() < 0 || t.as_int64() >= vocab_size)
@@ -122,10 +133,10 @@ Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_
     }
   } else if (text != nullptr) {
     if (!text->is_string()) return Err("'prompt' must be a string");
-    if (!encode) return Err("text prompts need the model's tokenizer, which is not built yet; use 'prompt_ids'");
-    PARALLM_ASSIGN_OR_RETURN(r.prompt, encode(std::string(text->as_string())));
+    if (model_text == nullptr) return Err("this model has no tokenizer for 'prompt'; use 'prompt_ids'");
+    PARALLM_ASSIGN_OR_RETURN(r.prompt, model_text->EncodePrompt(std::string(text->as_string())));
   } else {
-    return Err("a request needs 'prompt' or 'prompt_ids'");
+    return Err("a request needs 'prompt', 'messages' or 'prompt_ids'");
   }
   if (r.prompt.empty()) return Err("the prompt is empty");
   PARALLM_ASSIGN_OR_RETURN(r.params, ParseSamplingParams(o));

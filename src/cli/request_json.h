@@ -7,6 +7,7 @@
 
 #include <boost/json.hpp>
 
+#include "chat/model_text.h"
 #include "engine/sampling_params.h"
 #include "util/status.h"
 
@@ -23,12 +24,9 @@ struct BatchRequest {
   SamplingParams params;
 };
 
-// Text to token ids (the model's tokenizer); null when none is available.
-using EncodeFn = std::function<Result<std::vector<int32_t>>(const std::string& text)>;
-
-// One input line: {"id": "q1", "prompt": "..." | "prompt_ids": [1, 2], ...sampling fields}. Ids may be
-// strings or numbers (kept as text). The default max_tokens is 16, as OpenAI's completions API.
-Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_t vocab_size,
-                                    const EncodeFn& encode = nullptr);
+// One input line: {"id": "q1", "prompt": "..." | "messages": [...] | "prompt_ids": [1, 2], ...sampling
+// fields}. Ids may be strings or numbers (kept as text). Text prompts and messages (through the chat template,
+// with "tools" when given) need `text`. The default max_tokens is 16, as OpenAI's completions API.
+Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_t vocab_size, const ModelText* text);
 
 }  // namespace parallm::cli

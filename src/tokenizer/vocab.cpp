@@ -69,6 +69,7 @@ Result<Vocab> Vocab::FromGguf(const GgufFile& file, const std::string& path) {
   v.bos = id("tokenizer.ggml.bos_token_id");
   v.eos = id("tokenizer.ggml.eos_token_id");
   v.unk = id("tokenizer.ggml.unknown_token_id");
+  if (auto tmpl = file.GetString("tokenizer.chat_template")) v.chat_template = *tmpl;
   if (const GgufValue* add = file.Find("tokenizer.ggml.add_bos_token"); add && add->type == GgufType::kBool)
     v.add_bos = add->b;
   else
@@ -182,6 +183,17 @@ Result<Vocab> Vocab::FromTokenizerJson(const std::string& path) {
       v.eos = find_id("eos_token");
       const boost::json::value* add = config.as_object().if_contains("add_bos_token");
       v.add_bos = add && add->is_bool() && add->as_bool() && v.bos >= 0;
+      // chat_template: a string, or a list of {name, template} (the "default" one is kept).
+      if (const boost::json::value* t = config.as_object().if_contains("chat_template")) {
+        if (t->is_string()) {
+          v.chat_template = std::string(t->as_string());
+        } else if (t->is_array()) {
+          for (const auto& entry : t->as_array())
+            if (entry.is_object() && entry.as_object().contains("name") && entry.as_object().at("name") == "default" &&
+                entry.as_object().contains("template") && entry.as_object().at("template").is_string())
+              v.chat_template = std::string(entry.as_object().at("template").as_string());
+        }
+      }
     }
   }
   return v;
@@ -225,6 +237,7 @@ void Vocab::WriteGguf(GgufWriter& writer) const {
   if (eos >= 0) writer.Set("tokenizer.ggml.eos_token_id", GgufValue::U32(static_cast<uint32_t>(eos)));
   if (unk >= 0) writer.Set("tokenizer.ggml.unknown_token_id", GgufValue::U32(static_cast<uint32_t>(unk)));
   writer.Set("tokenizer.ggml.add_bos_token", GgufValue::Bool(add_bos));
+  if (!chat_template.empty()) writer.Set("tokenizer.chat_template", GgufValue::String(chat_template));
 }
 
 std::string Vocab::Decode(std::span<const int32_t> ids) const {

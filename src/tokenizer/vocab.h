@@ -30,6 +30,7 @@ struct Vocab {
   std::vector<std::string> merges;  // gpt2 only: "a b"
   int32_t bos = -1, eos = -1, unk = -1;
   bool add_bos = false;
+  std::string chat_template;  // tokenizer.chat_template (Jinja source); empty when none
 
   int32_t size() const { return static_cast<int32_t>(tokens.size()); }
 

@@ -57,7 +57,32 @@ def main():
         ids = [json.loads(l)["id"] for l in out.read_text().splitlines()
                if l.startswith("{") and l.endswith("}") and '"error"' not in l]
         assert sorted(ids) == sorted(q["id"] for q in requests), ids
-    print("batch: results equal solo runs; bad lines reported; resume works")
+        # Text prompts and chat messages through a model with a real tokenizer and chat template (Qwen3's).
+        q3 = tmp / "q3.gguf"
+        r = run(binary, "make-model", "--arch", "qwen3", "--dtype", "q8_0", "--tokenizer", sys.argv[2], "-o", str(q3))
+        assert r.returncode == 0, r.stderr
+        text_in = tmp / "text.jsonl"
+        text_in.write_text("\n".join([
+            json.dumps({"id": "p", "prompt": "Hello world", "max_tokens": 5, "ignore_eos": True}),
+            json.dumps({"id": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5, "ignore_eos": True}),
+        ]) + "\n")
+        text_out = tmp / "text_out.jsonl"
+        r = run(binary, "batch", "-m", str(q3), "--input", str(text_in), "--output", str(text_out))
+        assert r.returncode == 0, r.stderr
+        got = {json.loads(l)["id"]: json.loads(l) for l in text_out.read_text().splitlines()}
+        g = run(binary, "generate", "-m", str(q3), "-p", "Hello world", "-n", "5", "--ignore-eos", "--json")
+        assert g.returncode == 0, g.stderr
+        solo = json.loads(g.stdout)
+        assert got["p"]["token_ids"] == solo["ids"] and got["p"]["text"] == solo["text"], (got["p"], solo)
+        assert got["p"]["usage"]["prompt_tokens"] == solo["prompt_tokens"] == 2
+        # "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n" is 9 Qwen3 tokens
+        assert got["m"]["usage"]["prompt_tokens"] == 9, got["m"]
+        # The tiny model made without --tokenizer has no chat template: messages are a reported error.
+        no_tmpl = tmp / "no_tmpl.jsonl"
+        no_tmpl.write_text(json.dumps({"id": "m", "messages": [{"role": "user", "content": "Hi"}]}) + "\n")
+        r = run(binary, "batch", "-m", str(model), "--input", str(no_tmpl), "--output", str(tmp / "x.jsonl"))
+        assert r.returncode == 1 and "no chat template" in r.stderr, r.stderr
+    print("batch: results equal solo runs; bad lines reported; resume works; text prompts and chat messages")
 
 
 if __name__ == "__main__":

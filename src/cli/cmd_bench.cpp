@@ -89,8 +89,6 @@ int RunBatching(const BenchOptions& o) {
   double single = 0;
   for (int c = 1; c <= o.max_concurrency; c *= 2) {
     // c requests at once, each max_tokens long: the engine runs them as one batch of c sequences.
-    EngineConfig config = Config(o, c);
-    (*llm)->engine();  // same model and engine; the sequence limit is per run
     bench::Workload w{c, o.input_len, o.max_tokens, static_cast<uint64_t>(c)};
     auto f = bench::Measure(**llm, bench::RandomPrompts(w, vocab), o.max_tokens);
     if (!f.ok()) return Fail(f.status().message());

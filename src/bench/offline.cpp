@@ -3,6 +3,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -25,6 +26,7 @@ boost::json::object RunFigures::ToJson() const {
           {"seconds", seconds},
           {"ttft_mean_s", ttft_mean},
           {"tpot_mean_s", tpot_mean},
+          {"decode_tokens_per_s", decode_tps},
           {"generation_tokens_per_s", generation_tps()},
           {"prompt_tokens_per_s", prompt_tps()},
           {"total_tokens_per_s", total_tps()}};
@@ -48,6 +50,7 @@ Result<RunFigures> Measure(LLM& llm, const std::vector<std::vector<int32_t>>& pr
     f.ttft_mean += ch.ttft_seconds;
     if (ch.ids.size() > 1) {
       f.tpot_mean += (ch.total_seconds - ch.ttft_seconds) / static_cast<double>(ch.ids.size() - 1);
+      f.decode_tps += static_cast<double>(ch.ids.size() - 1) / std::max(ch.total_seconds - ch.ttft_seconds, 1e-9);
       ++tpot_n;
     }
   }

@@ -30,6 +30,9 @@ struct RunFigures {
   double seconds = 0;
   double ttft_mean = 0;   // seconds
   double tpot_mean = 0;   // seconds per output token after the first
+  // Sum over requests of (tokens after the first) / (time after the first token): the aggregate decode rate
+  // while they run together, with the prefill excluded.
+  double decode_tps = 0;
   double generation_tps() const { return generated_tokens / seconds; }
   double prompt_tps() const { return prompt_tokens / seconds; }
   double total_tps() const { return (prompt_tokens + generated_tokens) / seconds; }

@@ -85,7 +85,8 @@ int RunBatching(const BenchOptions& o) {
   const int32_t vocab = (*llm)->model().config().vocab;
   boost::json::object report = Header(o, **llm, "batching");
   boost::json::array sweep;
-  std::printf("%11s %9s %9s %10s %9s\n", "concurrency", "requests", "time s", "gen tok/s", "speedup");
+  std::printf("%11s %9s %9s %10s %11s %9s %8s\n", "concurrency", "requests", "time s", "gen tok/s", "decode t/s",
+              "speedup", "ttft s");
   double single = 0;
   for (int c = 1; c <= o.max_concurrency; c *= 2) {
     // c requests at once, each max_tokens long: the engine runs them as one batch of c sequences.
@@ -93,8 +94,8 @@ int RunBatching(const BenchOptions& o) {
     auto f = bench::Measure(**llm, bench::RandomPrompts(w, vocab), o.max_tokens);
     if (!f.ok()) return Fail(f.status().message());
     if (c == 1) single = f->generation_tps();
-    std::printf("%11d %9d %9.2f %10.1f %8.2fx\n", c, f->requests, f->seconds, f->generation_tps(),
-                f->generation_tps() / single);
+    std::printf("%11d %9d %9.2f %10.1f %11.1f %8.2fx %8.2f\n", c, f->requests, f->seconds, f->generation_tps(),
+                f->decode_tps, f->generation_tps() / single, f->ttft_mean);
     boost::json::object row = f->ToJson();
     row["concurrency"] = c;
     row["speedup"] = f->generation_tps() / single;

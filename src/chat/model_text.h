@@ -28,6 +28,7 @@ class ModelText {
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
   bool has_chat_template() const { return chat_template_.has_value(); }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  std::shared_ptr<const Tokenizer> shared_tokenizer() const { return tokenizer_; }
 
   // A plain prompt: BOS/EOS as the tokenizer's configuration says, special-token text parsed (as vLLM and
   // transformers tokenize prompts).

@@ -55,9 +55,12 @@ int Run(const BatchOptions& o) {
   auto text = ModelText::ForModel(o.model, o.tokenizer);
   if (!text.ok()) return Fail(text.status().message());
   const std::optional<Vocab>& vocab = (*llm)->model().loaded().vocab;
-  auto decode = [&](const std::vector<int32_t>& ids) {
-    if (text->has_tokenizer()) return text->Decode(ids);
-    return vocab ? ToValidUtf8(vocab->Decode(ids)) : std::string();
+  // With a tokenizer the engine's frontend streams text and applies stop strings; otherwise the vocabulary
+  // decodes the ids at the end.
+  if (text->has_tokenizer()) (*llm)->SetTokenizer(text->shared_tokenizer());
+  auto decode = [&](const Choice& choice) {
+    if (text->has_tokenizer()) return choice.text;
+    return vocab ? ToValidUtf8(vocab->Decode(choice.ids)) : std::string();
   };
 
   std::ifstream in(o.input);
@@ -125,7 +128,7 @@ int Run(const BatchOptions& o) {
     const BatchRequest& r = jobs[e.index].request;
     auto choice_json = [&](const Choice& choice) {
       boost::json::object j;
-      j["text"] = decode(choice.ids);
+      j["text"] = decode(choice);
       boost::json::array ids;
       for (int32_t t : choice.ids) ids.push_back(t);
       j["token_ids"] = ids;

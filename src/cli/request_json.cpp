@@ -83,6 +83,19 @@ Result<SamplingParams> ParseSamplingParams(const boost::json::object& o) {
       p.logit_bias[token] = static_cast<float>(b);
     }
   }
+  if (const boost::json::value* v = o.if_contains("stop"); v && !v->is_null()) {
+    // OpenAI: a string or an array of strings.
+    if (v->is_string()) {
+      p.stop.emplace_back(v->as_string());
+    } else if (v->is_array()) {
+      for (const auto& s : v->as_array()) {
+        if (!s.is_string()) return Err("'stop' must be a string or an array of strings");
+        p.stop.emplace_back(s.as_string());
+      }
+    } else {
+      return Err("'stop' must be a string or an array of strings");
+    }
+  }
   if (const boost::json::value* v = o.if_contains("stop_token_ids"); v && !v->is_null()) {
     if (!v->is_array()) return Err("'stop_token_ids' must be an array of token ids");
     for (const auto& t : v->as_array()) {

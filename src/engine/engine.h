@@ -41,6 +41,8 @@ class Engine {
   // Validates and queues a request; errors name the problem (prompt too long for the context, bad params).
   Result<RequestId> Add(std::vector<int32_t> prompt, const SamplingParams& params, int32_t priority = 0);
   void Cancel(RequestId id);
+  // Ends one request (not its copies) as if it stopped: a stop string matched in its text.
+  void Stop(RequestId id) { scheduler_.Abort(id, FinishReason::kStop, /*with_copies=*/false); }
   bool HasUnfinished() const { return scheduler_.num_unfinished() > 0; }
 
   // One step of continuous batching. Returns the requests that gained tokens or finished.

@@ -8,11 +8,13 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
 
 namespace parallm {
 
 // One of a prompt's n completions.
 struct Choice {
+  std::string text;                   // decoded text, cut before a matched stop string (needs a tokenizer)
   std::vector<int32_t> ids;           // generated tokens (no stop token)
   std::vector<SampleResult> samples;  // per token, when logprobs were asked
   FinishReason finish_reason = FinishReason::kNone;
@@ -34,6 +36,7 @@ struct StreamEvent {
   size_t index;                     // which prompt
   int32_t choice;                   // which of its n completions
   const std::vector<int32_t>& new_tokens;
+  const std::string& new_text;      // text that became final (empty without a tokenizer)
   bool finished;                    // this choice is done
   const Completion* completion;     // set when the whole prompt (all choices) is done
 };
@@ -49,12 +52,16 @@ class LLM {
                                            const std::vector<SamplingParams>& params,
                                            const std::function<void(const StreamEvent&)>& on_event = nullptr);
 
+  // With a tokenizer, completions carry text, streamed incrementally, and `stop` strings end requests.
+  void SetTokenizer(std::shared_ptr<const Tokenizer> tokenizer) { tokenizer_ = std::move(tokenizer); }
+
   Model& model() { return *model_; }
   Engine& engine() { return engine_; }
 
  private:
   std::unique_ptr<Model> model_;
   Engine engine_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
 };
 
 }  // namespace parallm

@@ -24,6 +24,9 @@ Status SamplingParams::Validate(int32_t vocab_size) const {
     if (token < 0 || token >= vocab_size) return Err("logit_bias token {} is outside the vocabulary", token);
     if (!(bias >= -100.0f && bias <= 100.0f)) return Err("logit_bias values must be in [-100, 100], got {}", bias);
   }
+  if (stop.size() > 16) return Err("stop takes at most 16 strings, got {}", stop.size());
+  for (const std::string& s : stop)
+    if (s.size() > 1024) return Err("stop strings are at most 1024 bytes");
   for (int32_t t : stop_token_ids)
     if (t < 0 || t >= vocab_size) return Err("stop_token_ids entry {} is outside the vocabulary", t);
   return Status::Ok();

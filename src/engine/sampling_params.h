@@ -21,6 +21,7 @@ struct SamplingParams {
   float presence_penalty = 0.0f;    // presence_penalty: minus p if the token is in the output
   std::unordered_map<int32_t, float> logit_bias;  // logit_bias: added to the raw logits
   std::vector<int32_t> stop_token_ids;            // stop_token_ids (besides EOS)
+  std::vector<std::string> stop;                  // stop: strings that end the text (matched by the frontend)
   bool ignore_eos = false;                        // ignore_eos
   int32_t logprobs = -1;            // logprobs: -1 none, 0 the chosen token's, k > 0 also the top k
   int32_t n = 1;                    // n: completions per prompt; the copies share the prompt's KV blocks

@@ -26,11 +26,11 @@ void Scheduler::Add(std::unique_ptr<Request> request) {
   waiting_.insert(it, r);
 }
 
-void Scheduler::Cancel(RequestId id) {
+void Scheduler::Abort(RequestId id, FinishReason reason, bool with_copies) {
   std::vector<Request*> doomed;
   for (const auto& [rid, r] : requests_)
-    if (rid == id || r->parent_id == id) doomed.push_back(r.get());
-  for (Request* r : doomed) Finish(r, FinishReason::kCancelled);
+    if (rid == id || (with_copies && r->parent_id == id)) doomed.push_back(r.get());
+  for (Request* r : doomed) Finish(r, reason);
 }
 
 void Scheduler::AddForked(std::unique_ptr<Request> child, const SampleResult& first, bool shares_kv) {

@@ -44,7 +44,10 @@ class Scheduler {
   void Add(std::unique_ptr<Request> request);
   // Finishes a request at once (cancellation), and the copies forked from it: blocks are freed now. Unknown ids
   // are ignored.
-  void Cancel(RequestId id);
+  void Cancel(RequestId id) { Abort(id, FinishReason::kCancelled, /*with_copies=*/true); }
+  // Finishes one request now with `reason` (e.g. kStop when a stop string matched in its text), and with
+  // `with_copies` the copies forked from it too.
+  void Abort(RequestId id, FinishReason reason, bool with_copies);
   // A copy forked from a running request after its prompt, with its first token already sampled. When
   // `shares_kv` its blocks were forked from the parent (KVCacheManager::Fork) and it runs at once; otherwise it
   // waits and recomputes (from the prefix cache when it can).

@@ -12,8 +12,11 @@ namespace {
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
 // transformers' clean_up_tokenization patterns (" .", " n't", " 's", " ' ", ...) are a space followed by these
-// characters; one rule's output can feed the next ("  ' s" -> " 's" -> "'s"), so a space is final only once
-// at most this many bytes of such characters follow it and then something else does.
+// characters. Clean-up is not monotone in the text: one rule's output feeds the next ("  ' s" -> " 's" ->
+// "'s"), and an earlier rule can take a later rule's match away when text is added (" ' " -> "'", but " ' ."
+// -> " '.", the space before the quote is back). So the final text ends before the earliest space or quote
+// in the last kCleanUpReach bytes that only pattern characters follow; no change reaches past a character
+// outside the patterns.
 constexpr std::string_view kCleanUpChars = " .?!,'ntmsver";
 constexpr size_t kCleanUpReach = 8;
 
@@ -58,11 +61,10 @@ size_t IncrementalDetokenizer::FinalEnd(const std::string& text) const {
   while (end >= kReplacement.size() && std::string_view(text).substr(end - kReplacement.size()) == kReplacement)
     end -= kReplacement.size();
   if (clean_up_) {
-    // The earliest space near the end followed only by pattern characters: clean-up may still remove it.
     const std::string_view s = std::string_view(text).substr(0, end);
     const size_t from = end > kCleanUpReach ? end - kCleanUpReach : 0;
     for (size_t i = from; i < end; ++i) {
-      if (s[i] == ' ' && s.find_first_not_of(kCleanUpChars, i) == std::string_view::npos) return i;
+      if ((s[i] == ' ' || s[i] == '\'') && s.find_first_not_of(kCleanUpChars, i) == std::string_view::npos) return i;
     }
   }
   return end;

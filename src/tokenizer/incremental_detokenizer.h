@@ -9,15 +9,17 @@
 // tail that may still change:
 //   - trailing U+FFFD: an incomplete UTF-8 sequence (a byte token that splits a character) that the next
 //     token may complete; held until it is complete or the stream ends (a real U+FFFD is released then too);
-//   - with clean_up_tokenization_spaces (" ." -> ".", " 's" -> "'s", ...): a trailing space and the few
-//     characters after it that could still start such a pattern, since the next token could remove the space.
+//   - with clean_up_tokenization_spaces (" ." -> ".", " 's" -> "'s", " ' " -> "'", ...): a trailing space or
+//     quote followed only by pattern characters (at most 8 bytes), since the next token could remove a space
+//     there or bring one back (" ' " -> "'" but " ' ." -> " '.").
 // The window slides forward (keeping a few context tokens) only after checking that decoding the shorter window
 // reproduces the not-yet-final text and the context just before it, so its start never leaks into new text.
 //
 // Invariant (tested exhaustively in tests/tokenizer/incremental_detokenizer_test.cpp): after every Add, the
 // concatenation of everything returned is a prefix of Decode(ids so far, skip_special); after Flush it equals
 // it. With prompt ids, the text is what Decode(prompt ++ ids) adds after Decode(prompt); the prompt's last
-// tokens serve only as context.
+// tokens serve only as context. (Where the generated ids change the prompt's own text, e.g. complete a
+// character its last byte token began, the text starts where the two decodes agree.)
 //
 // Cost: O(1) amortized per token: each Add decodes a bounded window (at most ~2 * kContextTokens tokens in
 // ordinary text; it grows only while the text cannot be released, e.g. a long run of U+FFFD), never the whole

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/llm.h"
+#include "formats/llama2c.h"
 #include "test_models.h"
 
 namespace parallm {
@@ -298,6 +299,36 @@ TEST(Engine, CancellingARequestCancelsItsCopies) {
   EXPECT_EQ(outs.size(), 3u);
   for (const auto& out : outs) EXPECT_EQ(out.request->finish_reason, FinishReason::kCancelled);
   EXPECT_EQ(engine.kv_manager().num_free_blocks(), 256);
+}
+
+TEST(LLM, TextStreamsAndStopStringsOnStories260K) {
+  auto model = Model::Load(testing::FixturePath("models/stories260K/stories260K.bin"));
+  ASSERT_TRUE(model.ok());
+  auto tok = ReadLlama2cTokenizer(testing::FixturePath("models/stories260K/tok512.bin"));
+  ASSERT_TRUE(tok.ok());
+  auto tokenizer = std::make_shared<Tokenizer>(Tokenizer::FromLlama2c(*tok));
+  LLM llm(std::move(*model), SmallConfig());
+  llm.SetTokenizer(tokenizer);
+  const std::vector<int32_t> prompt = tokenizer->Encode("Once upon a time", true, false);
+  SamplingParams plain;
+  plain.max_tokens = 40;
+  SamplingParams stopping = plain;
+  stopping.stop = {"Lily", "zzz"};
+  std::map<size_t, std::string> streamed;
+  auto done = llm.Generate({prompt, prompt}, {plain, stopping}, [&](const StreamEvent& e) {
+    streamed[e.index] += e.new_text;
+  });
+  ASSERT_TRUE(done.ok()) << done.status().message();
+  const Choice& full = (*done)[0].choices[0];
+  const Choice& cut = (*done)[1].choices[0];
+  EXPECT_EQ(full.text, tokenizer->Decode(full.ids, true).substr(0, full.text.size()));
+  EXPECT_EQ(full.text.rfind(", there was a little girl named Lily.", 0), 0u) << full.text;
+  EXPECT_EQ(cut.text, ", there was a little girl named ");
+  EXPECT_EQ(cut.finish_reason, FinishReason::kStop);
+  EXPECT_LT(cut.ids.size(), full.ids.size());
+  EXPECT_EQ(streamed[0], full.text);  // the stream is the text, chunk by chunk
+  EXPECT_EQ(streamed[1], cut.text);   // nothing of the stop string leaked into the stream
+  EXPECT_EQ(llm.engine().kv_manager().num_free_blocks(), 256);
 }
 
 TEST(Engine, RejectsBadRequests) {

@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <fstream>
 
+#include "bench/detok.h"
 #include "bench/offline.h"
+#include "chat/model_text.h"
 #include "cli/commands.h"
 #include "model/synthetic_model.h"
 #include "util/progress.h"
@@ -20,6 +22,7 @@ struct BenchOptions {
   int max_num_batched_tokens = 512;
   double kv_cache_gb = 2.0;
   std::string output;
+  std::string tokenizer;
 };
 
 EngineConfig Config(const BenchOptions& o, int max_seqs, bool prefix_caching = true) {
@@ -198,6 +201,15 @@ int RunPagedCache(const BenchOptions& o) {
   return WriteJson(o.output, report);
 }
 
+int RunDetok(const BenchOptions& o) {
+  auto text = ModelText::ForModel(o.tokenizer.empty() ? o.model : o.tokenizer, o.tokenizer);
+  if (!text.ok()) return Fail(text.status().message());
+  if (!text->has_tokenizer()) return Fail(text->missing() + " (pass --tokenizer)");
+  boost::json::object report = bench::RunDetokBenchmark(*text->tokenizer(), {8, 100, 500, 1000, 2000, 4000}, 3);
+  report["tokenizer"] = o.tokenizer.empty() ? o.model : o.tokenizer;
+  return WriteJson(o.output, report);
+}
+
 void AddModelOptions(CLI::App* cmd, BenchOptions& o) {
   cmd->add_option("-m,--model", o.model, "Model file/folder, or synthetic:PRESET[:TYPE] built in memory")
       ->capture_default_str();
@@ -213,7 +225,7 @@ void AddModelOptions(CLI::App* cmd, BenchOptions& o) {
 
 void AddBenchCommand(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
-  auto* bench = app.add_subcommand("bench", "Benchmarks: throughput (default), batching, prefix-cache, paged-cache");
+  auto* bench = app.add_subcommand("bench", "Benchmarks: throughput (default), batching, prefix-cache, paged-cache, detok");
   bench->require_subcommand(0, 1);
   AddModelOptions(bench, *o);
   bench->add_option("--prompts", o->prompts, "Requests")->capture_default_str();
@@ -235,6 +247,12 @@ void AddBenchCommand(CLI::App& app) {
   AddModelOptions(paged, *o);
   paged->callback([o] {
     if (int rc = RunPagedCache(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+  auto* detok = bench->add_subcommand("detok", "Streaming detokenizer: decode-per-token vs incremental at 8 to 4K tokens");
+  detok->add_option("--tokenizer", o->tokenizer, "tokenizer.json (or folder), .gguf, or llama2.c tokenizer.bin")->required();
+  detok->add_option("--output", o->output, "Write the figures as JSON to this file");
+  detok->callback([o] {
+    if (int rc = RunDetok(*o); rc != 0) throw CLI::RuntimeError(rc);
   });
   bench->callback([o, bench] {
     if (bench->get_subcommands().empty())

@@ -56,6 +56,14 @@ def main():
         assert on["tokens_saved"] == on["cached_tokens"] > 0 and on["blocks_shared"] > 0
         assert on["blocks_allocated"] < off["blocks_allocated"]
         assert off["generated_tokens"] == on["generated_tokens"] == 60
+        d = subprocess.run([binary, "bench", "detok", "--tokenizer", sys.argv[2], "--output", str(tmp / "d.json")],
+                           capture_output=True, text=True)
+        assert d.returncode == 0, d.stderr
+        dj = json.loads((tmp / "d.json").read_text())
+        rows = dj["rows"]
+        assert [r["tokens"] for r in rows] == [8, 100, 500, 1000, 2000, 4000], rows
+        assert all(r["exact"] for r in rows), rows
+        assert dj["construct_us"] >= 0
     print("bench reports consistent")
 
 

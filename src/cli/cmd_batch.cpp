@@ -22,6 +22,8 @@ struct BatchOptions {
   std::string model, input, output, tokenizer;
   int threads = 0;
   double kv_cache_gb = 2.0;
+  int num_kv_blocks = 0;
+  int block_size = 16;
   int max_num_seqs = 64;
   int max_num_batched_tokens = 512;
   bool no_prefix_caching = false;
@@ -46,6 +48,8 @@ std::set<std::string> DoneIds(const std::string& path) {
 int Run(const BatchOptions& o) {
   EngineConfig config;
   config.kv_cache_gb = o.kv_cache_gb;
+  config.num_kv_blocks = o.num_kv_blocks;
+  config.block_size = o.block_size;
   config.threads = o.threads;
   config.enable_prefix_caching = !o.no_prefix_caching;
   config.scheduler.max_num_seqs = o.max_num_seqs;
@@ -178,6 +182,8 @@ void AddBatchCommand(CLI::App& app) {
   cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer instead of the model's (tokenizer.json or folder, .gguf, tokenizer.bin)");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
   cmd->add_option("--kv-cache-gb", o->kv_cache_gb, "KV cache size in GiB")->capture_default_str();
+  cmd->add_option("--num-kv-blocks", o->num_kv_blocks, "KV cache size in blocks (overrides --kv-cache-gb)");
+  cmd->add_option("--block-size", o->block_size, "Tokens per KV block")->capture_default_str();
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "Requests running at once")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step")->capture_default_str();
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Do not share KV blocks between requests with a common prefix");

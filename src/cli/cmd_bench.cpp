@@ -1,14 +1,18 @@
 // `parallm bench`: offline throughput (the default), `bench batching` (1 vs N concurrent requests and a sweep),
 // `bench prefix-cache` (the seed's HIT/MISS table) and `bench paged-cache` (a shared system prompt with and
-// without prefix sharing). Every command prints a table and can write JSON (--output).
+// without prefix sharing), `bench detok` (streaming detokenization) and `bench tokenize` (Encode MB/s, long inputs,
+// tokenizers.js side by side). Every command prints a table and can write JSON (--output).
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "bench/detok.h"
 #include "bench/offline.h"
+#include "bench/tokenize_bench.h"
 #include "chat/model_text.h"
 #include "cli/commands.h"
 #include "model/synthetic_model.h"
+#include "util/mapped_file.h"
 #include "util/progress.h"
 #include "util/strings.h"
 
@@ -210,6 +214,46 @@ int RunDetok(const BenchOptions& o) {
   return WriteJson(o.output, report);
 }
 
+struct TokenizeBenchCli {
+  std::string text_file;  // empty: bench::EnglishText(bytes)
+  size_t bytes = 1 << 20, chars = 100000;
+  int repeats = 3;
+  bool reference = false, reference_long = false;
+  std::string reference_script = "tests/tokenizer/node/bench.mjs";
+};
+
+int RunTokenize(const BenchOptions& o, const TokenizeBenchCli& t) {
+  auto model_text = ModelText::ForModel(o.tokenizer, o.tokenizer);
+  if (!model_text.ok()) return Fail(model_text.status().message());
+  if (!model_text->has_tokenizer()) return Fail(model_text->missing());
+  std::string text = bench::EnglishText(t.bytes);
+  if (!t.text_file.empty()) {
+    auto file = ReadTextFile(t.text_file);
+    if (!file.ok()) return Fail(file.status().message());
+    text = std::move(file).value();
+  }
+  bench::TokenizeBenchOptions options;
+  options.repeats = t.repeats;
+  options.no_space_bytes = t.bytes;
+  options.repeat_chars = t.chars;
+  options.load_fresh = [path = o.tokenizer]() -> Result<Tokenizer> {
+    auto fresh = ModelText::ForModel(path, path);
+    if (!fresh.ok()) return fresh.status();
+    if (!fresh->has_tokenizer()) return Err("{}", fresh->missing());
+    return *fresh->tokenizer();
+  };
+  if (t.reference || t.reference_long) {
+    options.reference_script = t.reference_script;
+    options.reference_long = t.reference_long;
+    const bool folder = std::filesystem::is_directory(o.tokenizer);
+    options.reference_tokenizer_json = folder ? (std::filesystem::path(o.tokenizer) / "tokenizer.json").string() : o.tokenizer;
+  }
+  boost::json::object report = bench::RunTokenizeBenchmark(*model_text->tokenizer(), text, options);
+  report["tokenizer"] = o.tokenizer;
+  report["text"] = t.text_file.empty() ? "generated English prose" : t.text_file;
+  return WriteJson(o.output, report);
+}
+
 void AddModelOptions(CLI::App* cmd, BenchOptions& o) {
   cmd->add_option("-m,--model", o.model, "Model file/folder, or synthetic:PRESET[:TYPE] built in memory")
       ->capture_default_str();
@@ -225,7 +269,7 @@ void AddModelOptions(CLI::App* cmd, BenchOptions& o) {
 
 void AddBenchCommand(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
-  auto* bench = app.add_subcommand("bench", "Benchmarks: throughput (default), batching, prefix-cache, paged-cache, detok");
+  auto* bench = app.add_subcommand("bench", "Benchmarks: throughput (default), batching, prefix-cache, paged-cache, detok, tokenize");
   bench->require_subcommand(0, 1);
   AddModelOptions(bench, *o);
   bench->add_option("--prompts", o->prompts, "Requests")->capture_default_str();
@@ -253,6 +297,20 @@ void AddBenchCommand(CLI::App& app) {
   detok->add_option("--output", o->output, "Write the figures as JSON to this file");
   detok->callback([o] {
     if (int rc = RunDetok(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+  auto t = std::make_shared<TokenizeBenchCli>();
+  auto* tokenize = bench->add_subcommand("tokenize", "Encode MB/s on English prose, long inputs at 1x/2x/4x, tokenizers.js side by side");
+  tokenize->add_option("--tokenizer", o->tokenizer, "tokenizer.json (or folder), .gguf, or llama2.c tokenizer.bin")->required();
+  tokenize->add_option("--output", o->output, "Write the figures as JSON to this file");
+  tokenize->add_option("--text", t->text_file, "Encode this file instead of the generated English prose");
+  tokenize->add_option("--bytes", t->bytes, "Generated English bytes, and the 1x no-spaces size")->capture_default_str();
+  tokenize->add_option("--chars", t->chars, "1x length of the repeated-character inputs")->capture_default_str();
+  tokenize->add_option("--repeats", t->repeats, "Warm runs per case (the best is reported)")->capture_default_str();
+  tokenize->add_flag("--reference", t->reference, "Also time tokenizers.js (node) on the English text");
+  tokenize->add_flag("--reference-long", t->reference_long, "--reference with the 1x long inputs too (slow: about a minute)");
+  tokenize->add_option("--reference-script", t->reference_script, "The node benchmark script")->capture_default_str();
+  tokenize->callback([o, t] {
+    if (int rc = RunTokenize(*o, *t); rc != 0) throw CLI::RuntimeError(rc);
   });
   bench->callback([o, bench] {
     if (bench->get_subcommands().empty())

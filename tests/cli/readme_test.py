@@ -2,8 +2,8 @@
 """Runs every ```bash example of README.md, as written, against the freshly built parallm.
 
 ```sh blocks are the set-up and test commands; they are checked to be what .ci/run runs instead (running
-them here would rebuild and recurse). A block right after a `<!-- slow example ... -->` line is skipped with
---skip-slow (the sanitizer build, where writing and running a 0.5B model would take many minutes).
+them here would rebuild and recurse). A block right after a `<!-- slow example, the README test runs it with:
+FROM => TO -->` line runs with FROM replaced by TO (a tiny model or fewer prompts for one that takes minutes).
 Examples run in a scratch copy of the layout they assume: build/src/cli/parallm and ../shared.
 """
 import os
@@ -14,16 +14,20 @@ import sys
 import tempfile
 
 
-def blocks(readme: str, lang: str, skip_slow: bool = False):
+def blocks(readme: str, lang: str):
     found = []
-    for m in re.finditer(r"(<!-- slow example[^\n]*-->\n)?```" + lang + r"\n(.*?)```", readme, re.S):
-        if not (skip_slow and m.group(1)):
-            found.append(m.group(2))
+    for m in re.finditer(r"(<!-- slow example, the README test runs it with: (.*?) => (.*?) -->\n)?```" + lang +
+                         r"\n(.*?)```", readme, re.S):
+        block = m.group(4)
+        if m.group(1):
+            if m.group(2) not in block:
+                sys.exit(f"slow example substitution {m.group(2)!r} not found in: {block}")
+            block = block.replace(m.group(2), m.group(3))
+        found.append(block)
     return found
 
 
 def main():
-    skip_slow = "--skip-slow" in sys.argv
     repo, binary, fixtures = (pathlib.Path(a).resolve() for a in sys.argv[1:4])
     readme = (repo / "README.md").read_text()
     ci = (repo / ".ci" / "run").read_text()
@@ -36,8 +40,9 @@ def main():
         work = root / "repo"
         (work / "build" / "src" / "cli").mkdir(parents=True)
         (work / "build" / "src" / "cli" / "parallm").symlink_to(binary)
+        (work / "scripts").symlink_to(repo / "scripts")
         (root / "shared").symlink_to(fixtures)
-        examples = blocks(readme, "bash", skip_slow)
+        examples = blocks(readme, "bash")
         if not examples:
             sys.exit("README has no ```bash examples")
         for block in examples:

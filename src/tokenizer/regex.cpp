@@ -39,6 +39,19 @@ constexpr std::string_view kWordChars = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}";
 bool IsAsciiLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 char OtherCase(char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 32) : static_cast<char>(c + 32); }
 
+// Copies escape `\n` (already consumed; `*i` is past it) to `out`, with the braces of \p{..}, \P{..}, \x{..}.
+Status CopyEscape(std::string_view p, char n, size_t* i, std::string* out) {
+  out->push_back('\\');
+  out->push_back(n);
+  if ((n == 'p' || n == 'P' || n == 'x') && *i < p.size() && p[*i] == '{') {
+    const size_t close = p.find('}', *i);
+    if (close == std::string_view::npos) return Err("unterminated braced escape");
+    out->append(p.substr(*i, close + 1 - *i));
+    *i = close + 1;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::string> OnigurumaToPcre2(std::string_view p) {
@@ -61,15 +74,7 @@ Result<std::string> OnigurumaToPcre2(std::string_view p) {
         case 'h': out += "[0-9A-Fa-f]"; break;
         case 'H': out += "[^0-9A-Fa-f]"; break;
         default:
-          out.push_back('\\');
-          out.push_back(n);
-          // Copy the braces of \p{..}, \x{..} verbatim.
-          if ((n == 'p' || n == 'P' || n == 'x') && i < p.size() && p[i] == '{') {
-            const size_t close = p.find('}', i);
-            if (close == std::string_view::npos) return Err("unterminated braced escape");
-            out.append(p.substr(i, close + 1 - i));
-            i = close + 1;
-          }
+          PARALLM_RETURN_IF_ERROR(CopyEscape(p, n, &i, &out));
       }
       continue;
     }
@@ -99,14 +104,7 @@ Result<std::string> OnigurumaToPcre2(std::string_view p) {
             case 'S': case 'D': case 'W': case 'H':
               return Err("\\{} inside a character class is not supported", n);
             default:
-              out.push_back('\\');
-              out.push_back(n);
-              if ((n == 'p' || n == 'P' || n == 'x') && i < p.size() && p[i] == '{') {
-                const size_t close = p.find('}', i);
-                if (close == std::string_view::npos) return Err("unterminated braced escape");
-                out.append(p.substr(i, close + 1 - i));
-                i = close + 1;
-              }
+              PARALLM_RETURN_IF_ERROR(CopyEscape(p, n, &i, &out));
           }
           continue;
         }

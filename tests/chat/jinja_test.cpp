@@ -10,17 +10,13 @@
 #include <boost/json.hpp>
 
 #include "chat/chat_template.h"
+#include "chat_test_util.h"
 #include "test_paths.h"
 
 namespace parallm::chat {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test_util::ReadFile;
 
 const boost::json::object& CasesDoc() {
   static const boost::json::value doc =
@@ -28,16 +24,7 @@ const boost::json::object& CasesDoc() {
   return doc.get_object();
 }
 
-RenderOptions FixedNow() {
-  const auto& now = CasesDoc().at("fixed_now").get_object();
-  LocalTime t;
-  t.year = static_cast<int>(now.at("year").to_number<int64_t>());
-  t.month = static_cast<int>(now.at("month").to_number<int64_t>());
-  t.day = static_cast<int>(now.at("day").to_number<int64_t>());
-  t.hour = static_cast<int>(now.at("hour").to_number<int64_t>());
-  t.minute = static_cast<int>(now.at("minute").to_number<int64_t>());
-  return RenderOptions{t};
-}
+RenderOptions FixedNow() { return test_util::FixedNowFrom(CasesDoc()); }
 
 Result<std::string> Render(const std::string& source, const boost::json::object& context = {}) {
   PARALLM_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::Parse(source));

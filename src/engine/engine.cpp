@@ -27,7 +27,7 @@ Engine::Engine(Model& model, const EngineConfig& config)
   if (model.loaded().vocab) eos_token_ = model.loaded().vocab->eos;
 }
 
-Result<RequestId> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& params, int32_t priority) {
+Status Engine::Validate(std::span<const int32_t> prompt, const SamplingParams& params) const {
   const int32_t vocab = model_.config().vocab;
   if (prompt.empty()) return Err("the prompt is empty");
   for (int32_t t : prompt)
@@ -41,6 +41,11 @@ Result<RequestId> Engine::Add(std::vector<int32_t> prompt, const SamplingParams&
   if (std::min<int64_t>(needed, (max_len + config_.block_size - 1) / config_.block_size) > config_.num_kv_blocks)
     return Err("the request needs up to {} KV blocks but the cache has {}; raise --kv-cache-gb or lower max_tokens",
                needed, config_.num_kv_blocks);
+  return Status::Ok();
+}
+
+Result<RequestId> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& params, int32_t priority) {
+  PARALLM_RETURN_IF_ERROR(Validate(prompt, params));
   const RequestId id = next_id_++;
   auto request = std::make_unique<Request>(id, std::move(prompt), params, eos_token_);
   request->priority = priority;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "cache/kv_cache_manager.h"
@@ -38,12 +39,15 @@ class Engine {
  public:
   Engine(Model& model, const EngineConfig& config);
 
+  // Checks a request as Add does, without queueing it. Reads only the configuration: safe from any thread.
+  Status Validate(std::span<const int32_t> prompt, const SamplingParams& params) const;
   // Validates and queues a request; errors name the problem (prompt too long for the context, bad params).
   Result<RequestId> Add(std::vector<int32_t> prompt, const SamplingParams& params, int32_t priority = 0);
   void Cancel(RequestId id);
   // Ends one request (not its copies) as if it stopped: a stop string matched in its text.
   void Stop(RequestId id) { scheduler_.Abort(id, FinishReason::kStop, /*with_copies=*/false); }
-  bool HasUnfinished() const { return scheduler_.num_unfinished() > 0; }
+  // Whether Step() has work: requests to run, or finished ones (cancelled, stopped) still to report.
+  bool HasUnfinished() const { return scheduler_.num_unfinished() > 0 || scheduler_.has_finished_to_report(); }
 
   // One step of continuous batching. Returns the requests that gained tokens or finished.
   std::vector<RequestOutput> Step();

@@ -5,8 +5,7 @@
 #include <unordered_map>
 
 #include "model/synthetic_model.h"
-#include "tokenizer/incremental_detokenizer.h"
-#include "tokenizer/stop_strings.h"
+#include "engine/choice_text.h"
 
 namespace parallm {
 
@@ -46,12 +45,8 @@ Result<std::vector<Completion>> LLM::Generate(const std::vector<std::vector<int3
     completions[i].prompt_tokens = static_cast<int32_t>(prompts[i].size());
     open_choices[i] = n;
   }
-  // Text per choice: an incremental detokenizer, and a stop-string matcher when the request has stop strings.
-  struct TextState {
-    std::unique_ptr<IncrementalDetokenizer> detok;
-    std::unique_ptr<StopStringMatcher> stops;
-  };
-  std::map<std::pair<size_t, int32_t>, TextState> text;
+  // Text per choice: incremental detokenization and stop strings.
+  std::map<std::pair<size_t, int32_t>, std::unique_ptr<ChoiceText>> text;
   const std::string no_text;
   while (engine_.HasUnfinished()) {
     for (RequestOutput& out : engine_.Step()) {
@@ -62,31 +57,20 @@ Result<std::vector<Completion>> LLM::Generate(const std::vector<std::vector<int3
       choice.ids.insert(choice.ids.end(), out.new_tokens.begin(), out.new_tokens.end());
       choice.samples.insert(choice.samples.end(), out.new_samples.begin(), out.new_samples.end());
       std::string new_text;
+      bool stopped = false;
       if (tokenizer_) {
-        TextState& t = text[{i, out.choice_index}];
-        if (!t.detok) {
-          t.detok = std::make_unique<IncrementalDetokenizer>(*tokenizer_, prompts[i], /*skip_special=*/true);
-          if (!p.stop.empty()) t.stops = std::make_unique<StopStringMatcher>(p.stop);
-        }
-        std::string chunk;
-        for (int32_t id : out.new_tokens) chunk += t.detok->Add(id);
-        if (out.finished) chunk += t.detok->Flush();
-        if (t.stops && !t.stops->stopped()) {
-          StopStringMatcher::Step step = t.stops->Feed(chunk);
-          new_text = std::move(step.text);
-          if (out.finished && !step.stopped) new_text += t.stops->Flush();
-          if (step.stopped && !out.finished) engine_.Stop(out.id);  // its final output arrives next step
-        } else if (!t.stops) {
-          new_text = std::move(chunk);
-        }
+        std::unique_ptr<ChoiceText>& t = text[{i, out.choice_index}];
+        if (!t) t = std::make_unique<ChoiceText>(*tokenizer_, prompts[i], p.stop);
+        ChoiceText::Step step = t->Add(out.new_tokens, out.finished);
+        if (step.stopped && !out.finished) engine_.Stop(out.id);  // its final output arrives next step
+        new_text = std::move(step.text);
+        stopped = t->stopped();
         choice.text += new_text;
       }
       if (out.finished) {
         const Request& r = *out.request;
         choice.finish_reason = r.finish_reason;
-        if (text.contains({i, out.choice_index}) && text[{i, out.choice_index}].stops &&
-            text[{i, out.choice_index}].stops->stopped())
-          choice.finish_reason = FinishReason::kStop;
+        if (stopped) choice.finish_reason = FinishReason::kStop;
         choice.preemptions = r.num_preemptions;
         auto secs = [&](Request::Clock::time_point t) { return std::chrono::duration<double>(t - r.arrival).count(); };
         choice.ttft_seconds = r.first_token ? secs(*r.first_token) : 0;

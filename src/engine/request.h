@@ -45,6 +45,7 @@ struct Request {
   std::vector<SampleResult> samples;  // per output token, when logprobs were asked
 
   Clock::time_point arrival;
+  std::optional<Clock::time_point> first_scheduled;
   std::optional<Clock::time_point> first_token;
   std::optional<Clock::time_point> finished;
 

@@ -108,6 +108,7 @@ SchedulerOutput Scheduler::Schedule() {
     if (!kv_->AllocateSlots(r->id, start, num_new, cached)) break;
     waiting_.pop_front();
     if (r->status == RequestStatus::kWaiting) r->num_cached_tokens = start;
+    if (!r->first_scheduled) r->first_scheduled = Request::Clock::now();
     r->num_computed_tokens = start;
     r->status = RequestStatus::kRunning;
     running_.push_back(r);

@@ -63,6 +63,8 @@ class Scheduler {
 
   // Requests still waiting or running.
   int32_t num_unfinished() const { return static_cast<int32_t>(waiting_.size() + running_.size()); }
+  // Requests finished between steps (cancelled, stopped) that the next Update hands out.
+  bool has_finished_to_report() const { return !finished_.empty(); }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   const std::vector<Request*>& running() const { return running_; }

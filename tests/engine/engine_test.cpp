@@ -294,10 +294,12 @@ TEST(Engine, CancellingARequestCancelsItsCopies) {
   engine.Step();  // prompt computed, copies forked
   EXPECT_EQ(engine.scheduler().num_running(), 3);
   engine.Cancel(*id);
-  EXPECT_FALSE(engine.HasUnfinished());
+  EXPECT_EQ(engine.scheduler().num_unfinished(), 0);  // finished at once...
+  EXPECT_TRUE(engine.HasUnfinished());                // ...and the next step reports them
   auto outs = engine.Step();
   EXPECT_EQ(outs.size(), 3u);
   for (const auto& out : outs) EXPECT_EQ(out.request->finish_reason, FinishReason::kCancelled);
+  EXPECT_FALSE(engine.HasUnfinished());
   EXPECT_EQ(engine.kv_manager().num_free_blocks(), 256);
 }
 

@@ -111,7 +111,7 @@ ThreadPool* Pool(int threads) {
   return p.get();
 }
 
-void BM_MatMul(benchmark::State& state, WType t, IsaPath isa, Shape s, int64_t n_tokens, int threads) {
+void BM_MatMul(benchmark::State& state, WType t, IsaPath isa, Shape s, int64_t n_tokens, int threads, bool packed) {
   if (!IsIsaSupported(isa)) {
     state.SkipWithError("path not supported on this CPU");
     return;
@@ -123,15 +123,27 @@ void BM_MatMul(benchmark::State& state, WType t, IsaPath isa, Shape s, int64_t n
   std::vector<float> x(static_cast<size_t>(n_tokens * s.cols)), y(static_cast<size_t>(n_tokens * s.rows));
   for (float& v : x) v = dist(rng);
   ThreadPool* pool = threads > 1 ? Pool(threads) : nullptr;
+  // packed: the weights repacked once as at model load (RepackForKernels), not counted in the time.
+  MatrixView view = w->view;
+  std::shared_ptr<uint8_t[]> owner;
+  size_t packed_bytes = 0;
+  if (packed) {
+    owner = RepackForKernels(&view, &packed_bytes);
+    if (!owner) {
+      state.SkipWithError("this path does not repack this type");
+      return;
+    }
+  }
   for (auto _ : state) {
-    MatMul(w->view, x.data(), n_tokens, y.data(), s.rows, pool);
+    MatMul(view, x.data(), n_tokens, y.data(), s.rows, pool);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
   const double ops = 2.0 * static_cast<double>(s.rows) * static_cast<double>(s.cols) * static_cast<double>(n_tokens);
   state.counters["GOP/s"] = benchmark::Counter(ops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GB/s"] =
-      benchmark::Counter(static_cast<double>(w->bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+      benchmark::Counter(static_cast<double>(packed ? packed_bytes : w->bytes) * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate);
   ForceIsa(BestSupportedIsa());
 }
 
@@ -151,15 +163,19 @@ void Register() {
       for (IsaPath isa : {IsaPath::kAvx512, IsaPath::kAvxVnni, IsaPath::kAvx2, IsaPath::kScalar}) {
         for (int64_t n : {1, 8, 32, 64}) {
           for (int threads : {1, 2}) {
+           for (bool packed : {false, true}) {
             // The scalar twin is a reference, not a contender: one small point for scale.
             if (isa == IsaPath::kScalar && (s.name != "up" || n > 8 || threads != 1)) continue;
-            std::string name = "MatMul/" + t.name + "/" + std::string(IsaName(isa)) + "/" + s.name +
-                               "/tokens:" + std::to_string(n) + "/threads:" + std::to_string(threads);
-            auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, isa, s, n, threads);
+            // Weights repacked at load: the best path only (the one RepackForKernels packs for).
+            if (packed && isa != BestSupportedIsa()) continue;
+            std::string name = "MatMul/" + t.name + "/" + std::string(IsaName(isa)) + (packed ? "+packed" : "") + "/" +
+                               s.name + "/tokens:" + std::to_string(n) + "/threads:" + std::to_string(threads);
+            auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, isa, s, n, threads, packed);
             b->Unit(benchmark::kMillisecond);
             // One thread: rates per CPU second of that thread (robust on a shared machine). Two threads:
             // rates per wall-clock second (the CPU column then shows the calling thread only).
             if (threads > 1) b->UseRealTime();
+           }
           }
         }
       }

@@ -5,7 +5,13 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
+#include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_internal.h"
@@ -61,21 +67,21 @@ int64_t NumTasks(int64_t groups, int threads) {
 }  // namespace
 
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool) {
-  PARALLM_CHECK(y_stride >= w.rows);
-  if (n_tokens <= 0 || w.rows <= 0) return;
-  const mm::IsaKernels* k = KernelsFor(ActiveIsa());
+  const MatMulOut out{&w, y, y_stride};
+  MatMulMulti(std::span<const MatMulOut>(&out, 1), x, n_tokens, pool);
+}
+
+void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_tokens, ThreadPool* pool) {
+  for (const MatMulOut& o : outs) PARALLM_CHECK(o.y_stride >= o.w->rows && o.w->cols == outs[0].w->cols);
+  if (n_tokens <= 0 || outs.empty()) return;
+  const IsaPath isa = ActiveIsa();
+  const mm::IsaKernels* k = KernelsFor(isa);
   if (k == nullptr) {
-    ref::MatMul(w, x, n_tokens, y, y_stride, pool);
+    for (const MatMulOut& o : outs) ref::MatMul(*o.w, x, n_tokens, o.y, o.y_stride, pool);
     return;
   }
   const int threads = pool ? pool->num_threads() : 1;
   const int64_t rg = k->row_group;
-  const int64_t groups = (w.rows + rg - 1) / rg;
-  const int64_t tasks = NumTasks(groups, threads);
-  auto rows_of = [&](int64_t task) {
-    auto [g0, g1] = SplitRange(groups, tasks, task);
-    return std::pair<int64_t, int64_t>{g0 * rg, std::min(w.rows, g1 * rg)};
-  };
   auto parallel = [&](int64_t n, const std::function<void(int64_t, int)>& fn) {
     if (pool && n > 1) {
       pool->ParallelFor(n, fn);
@@ -84,32 +90,122 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int
     }
   };
 
-  mm::QFormat fmt;
-  if (!mm::QuantFormatOf(w, &fmt)) {
-    mm::FloatArgs args{&w, x, n_tokens, y, y_stride};
+  constexpr size_t kMaxOuts = 8;
+  PARALLM_CHECK(outs.size() <= kMaxOuts);
+  const size_t n_outs = outs.size();
+  mm::QFormat fmts[kMaxOuts];
+  bool quant[kMaxOuts];
+  for (size_t i = 0; i < n_outs; ++i) quant[i] = mm::QuantFormatOf(*outs[i].w, &fmts[i]);
+
+  // Float weights: the f32 path, one matrix at a time.
+  for (size_t i = 0; i < n_outs; ++i) {
+    if (quant[i] || outs[i].w->rows <= 0) continue;
+    const MatrixView& w = *outs[i].w;
+    const int64_t groups = (w.rows + rg - 1) / rg, tasks = NumTasks(groups, threads);
+    mm::FloatArgs args{&w, x, n_tokens, outs[i].y, outs[i].y_stride};
     parallel(tasks, [&](int64_t task, int) {
-      auto [r0, r1] = rows_of(task);
-      k->float_rows(args, r0, r1);
+      auto [g0, g1] = SplitRange(groups, tasks, task);
+      k->float_rows(args, g0 * rg, std::min(w.rows, g1 * rg));
     });
-    return;
   }
 
-  const int subs = mm::SubBlocks(fmt);
-  mm::QuantizedActs acts = mm::CarveActs(t_acts.Get(mm::ActsBytes(n_tokens, w.cols, subs)), n_tokens, w.cols, subs);
-  const int offset = k->code_offset(w, fmt);
+  // Quantized weights: one activation format per distinct (code offset, sub-blocks), quantized once.
+  const int64_t cols = outs[0].w->cols;
+  int n_acts = 0;
+  int act_offset[kMaxOuts], act_subs[kMaxOuts], act_of[kMaxOuts];
+  for (size_t i = 0; i < n_outs; ++i) {
+    if (!quant[i] || outs[i].w->rows <= 0) continue;
+    const int offset = k->code_offset(*outs[i].w, fmts[i]), subs = mm::SubBlocks(fmts[i]);
+    int a = 0;
+    while (a < n_acts && (act_offset[a] != offset || act_subs[a] != subs)) ++a;
+    if (a == n_acts) {
+      act_offset[a] = offset;
+      act_subs[a] = subs;
+      ++n_acts;
+    }
+    act_of[i] = a;
+  }
+  if (n_acts == 0) return;
+  size_t act_bytes[kMaxOuts], total = 0;
+  for (int a = 0; a < n_acts; ++a) total += act_bytes[a] = mm::ActsBytes(n_tokens, cols, act_subs[a]);
+  uint8_t* buf = t_acts.Get(total);
+  mm::QuantizedActs acts[kMaxOuts];
+  for (int a = 0; a < n_acts; ++a) {
+    acts[a] = mm::CarveActs(buf, n_tokens, cols, act_subs[a]);
+    buf += act_bytes[a];
+  }
   // Quantizing is ~1% of the multiply's work; split it over the pool only when there are many tokens.
   const int64_t qtasks = n_tokens >= 16 ? std::min<int64_t>(n_tokens / 8, threads * 2) : 1;
-  parallel(qtasks, [&](int64_t task, int) {
-    auto [t0, t1] = SplitRange(n_tokens, qtasks, task);
-    k->quantize_acts(x, t0, t1, offset, &acts);
+  parallel(qtasks * n_acts, [&](int64_t task, int) {
+    const int a = static_cast<int>(task / qtasks);
+    auto [t0, t1] = SplitRange(n_tokens, qtasks, task % qtasks);
+    k->quantize_acts(x, t0, t1, act_offset[a], &acts[a]);
   });
 
-  mm::QuantArgs args{&w, fmt, &acts, y, y_stride};
-  const size_t scratch_bytes = k->scratch_bytes(n_tokens);
-  parallel(tasks, [&](int64_t task, int) {
-    auto [r0, r1] = rows_of(task);
-    k->quant_rows(args, r0, r1, t_scratch.Get(scratch_bytes));
+  // Row-group tasks over all the matrices, about threads * 8 of them in all, claimed dynamically.
+  struct Task {
+    int out;
+    int64_t r0, r1;
+  };
+  thread_local std::vector<Task> task_list;
+  task_list.clear();
+  int64_t total_groups = 0;
+  for (size_t i = 0; i < n_outs; ++i)
+    if (quant[i]) total_groups += (outs[i].w->rows + rg - 1) / rg;
+  const int64_t per_task =
+      threads <= 1 ? total_groups : std::max<int64_t>(1, (total_groups + threads * 8 - 1) / (threads * 8));
+  mm::QuantArgs args[kMaxOuts];
+  bool packed[kMaxOuts];
+  for (size_t i = 0; i < n_outs; ++i) {
+    if (!quant[i] || outs[i].w->rows <= 0) continue;
+    const MatrixView& w = *outs[i].w;
+    args[i] = mm::QuantArgs{&w, fmts[i], &acts[act_of[i]], outs[i].y, outs[i].y_stride};
+    packed[i] = w.packed != nullptr && w.packed_isa == static_cast<int8_t>(isa) && k->quant_rows_packed != nullptr;
+    const int64_t groups = (w.rows + rg - 1) / rg;
+    for (int64_t g0 = 0; g0 < groups; g0 += per_task)
+      task_list.push_back(Task{static_cast<int>(i), g0 * rg, std::min(w.rows, std::min(groups, g0 + per_task) * rg)});
+  }
+  const std::vector<Task>& tl = task_list;
+  size_t scratch_bytes = k->scratch_bytes(n_tokens);
+  parallel(static_cast<int64_t>(tl.size()), [&](int64_t t, int) {
+    const Task& task = tl[static_cast<size_t>(t)];
+    auto rows = packed[task.out] ? k->quant_rows_packed : k->quant_rows;
+    rows(args[task.out], task.r0, task.r1, t_scratch.Get(scratch_bytes));
   });
+}
+
+std::shared_ptr<uint8_t[]> RepackForKernels(MatrixView* w, size_t* bytes) {
+  if (bytes) *bytes = 0;
+  const IsaPath isa = BestSupportedIsa();
+  const mm::IsaKernels* k = KernelsFor(isa);
+  mm::QFormat fmt;
+  if (k == nullptr || k->pack == nullptr || !mm::QuantFormatOf(*w, &fmt) || w->rows <= 0) return nullptr;
+  const size_t n = k->packed_bytes(*w, fmt);
+  if (n == 0) return nullptr;
+  // Large copies go on 2 MiB-aligned memory advised as transparent huge pages: a decode step streams every
+  // weight once, and 4 KiB pages would cost a TLB walk per 64 cache lines (and ~130K page faults at load).
+  constexpr size_t kHuge = size_t{2} << 20;
+  std::shared_ptr<uint8_t[]> mem;
+  size_t alloc = n + 64;
+  uint8_t* p = nullptr;
+  if (n >= kHuge / 2) {
+    alloc = (n + 4095) / 4096 * 4096;  // the last partial 2 MiB stays in small pages, untouched ones unmapped
+    void* raw = nullptr;
+    PARALLM_CHECK(posix_memalign(&raw, kHuge, alloc) == 0);
+    p = static_cast<uint8_t*>(raw);
+#if defined(__linux__)
+    madvise(p, alloc, MADV_HUGEPAGE);
+#endif
+    mem = std::shared_ptr<uint8_t[]>(p, [](uint8_t* q) { std::free(q); });
+  } else {
+    mem = std::shared_ptr<uint8_t[]>(new uint8_t[alloc]);
+    p = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem.get()) + 63) & ~uintptr_t{63});
+  }
+  k->pack(*w, fmt, p);
+  w->packed = p;
+  w->packed_isa = static_cast<int8_t>(isa);
+  if (bytes) *bytes = alloc;
+  return mem;
 }
 
 }  // namespace parallm

@@ -11,7 +11,10 @@
 // on this.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <span>
 
 #include "tensor/matrix.h"
 #include "util/thread_pool.h"
@@ -21,6 +24,24 @@ namespace parallm {
 // x: [n_tokens, w.cols] f32 row-major; y: [n_tokens, w.rows] f32 row-major (y_stride >= w.rows floats
 // between rows, for writing into a slice of a wider buffer). `pool` may be null (single-threaded).
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool);
+
+// One product of MatMulMulti: y ([n_tokens, y_stride]) = x W^T.
+struct MatMulOut {
+  const MatrixView* w = nullptr;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+// Several matrices applied to the same input (Q/K/V, gate/up): every output bit-identical to a MatMul call of
+// its own, but x is quantized once per distinct activation format and all the matrices' rows run in one
+// parallel loop (one dispatch, and the small K/V matrices no longer leave a thread idle). All w share cols.
+void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_tokens, ThreadPool* pool);
+
+// Repacks w once, at load, into the layout of the path MatMul uses on this CPU (BestSupportedIsa), so MatMul
+// no longer rebuilds its panels on every call; sets w->packed / w->packed_isa and returns the owner of the
+// bytes (keep it alive as long as w), or null where that path does not repack this matrix (float weights,
+// paths without a packed kernel). A path forced later (tests) ignores a copy packed for another path.
+// *bytes (if not null) receives the packed copy's size.
+std::shared_ptr<uint8_t[]> RepackForKernels(MatrixView* w, size_t* bytes);
 
 namespace ref {
 // The scalar reference twin: same signature and the same activation quantization as the fast path, so the

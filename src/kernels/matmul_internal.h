@@ -81,6 +81,11 @@ struct IsaKernels {
   void (*quantize_acts)(const float* x, int64_t t0, int64_t t1, int code_offset, QuantizedActs* a) = nullptr;
   void (*quant_rows)(const QuantArgs& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) = nullptr;
   void (*float_rows)(const FloatArgs& a, int64_t row_begin, int64_t row_end) = nullptr;
+  // Repacking at load (null where the path does not repack): bytes of the packed copy (0: this format is not
+  // repacked), fill it, and quant_rows over it (same contract and bit-identical results as quant_rows).
+  size_t (*packed_bytes)(const MatrixView& w, QFormat fmt) = nullptr;
+  void (*pack)(const MatrixView& w, QFormat fmt, uint8_t* out) = nullptr;
+  void (*quant_rows_packed)(const QuantArgs& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) = nullptr;
 };
 
 // Null when the path is not compiled in.

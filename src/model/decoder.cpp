@@ -1,7 +1,12 @@
 // The decoder forward pass shared by every supported family (Llama, Mistral, Qwen2, Qwen3): pre-norm
 // blocks of grouped-query attention with RoPE and a SwiGLU MLP; family differences (q/k/v bias, q/k norm,
 // RoPE pairing, tied embeddings) come from ModelConfig flags set by arch/*.cpp.
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
@@ -21,6 +26,27 @@ Model::Model(LoadedModel loaded) : loaded_(std::move(loaded)) {
   inv_freq_.resize(static_cast<size_t>(c.head_dim / 2));
   RopeInvFreqs(c.head_dim, c.rope_theta, c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data(),
                inv_freq_.data());
+  // Repack every matrix once into the kernels' layout (PARALLM_REPACK=0 turns it off, for comparisons).
+  const char* env = std::getenv("PARALLM_REPACK");
+  if (env == nullptr || std::strcmp(env, "0") != 0) {
+    const auto start = std::chrono::steady_clock::now();
+    ModelWeights& w = loaded_.weights;
+    auto repack = [&](MatrixView& m) {
+      size_t bytes = 0;
+      if (auto mem = RepackForKernels(&m, &bytes)) {
+        w.packed.push_back(std::move(mem));
+        w.packed_bytes += bytes;
+      }
+    };
+    for (LayerWeights& lw : w.layers) {
+      for (MatrixView* m : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) repack(*m);
+    }
+    repack(w.output);  // a copy of the view even when tied: the embedding lookup keeps reading the stored rows
+    repack_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (std::getenv("PARALLM_REPACK_VERBOSE") != nullptr)
+      std::fprintf(stderr, "repacked %zu matrices: %.1f MiB in %.3f s\n", w.packed.size(),
+                   static_cast<double>(w.packed_bytes) / (1 << 20), repack_seconds_);
+  }
 }
 
 KvStorageShape Model::KvShape(int num_blocks, int block_size) const {
@@ -75,9 +101,8 @@ void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     // Attention block: x += Wo · attention(rope(norm(x) Wq), rope(norm(x) Wk), norm(x) Wv)
     RmsNorm(x_.data(), lw.attn_norm.data(), c.rms_eps, T, H, xn_.data());
-    MatMul(lw.wq, xn_.data(), T, q_.data(), Q, pool);
-    MatMul(lw.wk, xn_.data(), T, k_.data(), KV, pool);
-    MatMul(lw.wv, xn_.data(), T, v_.data(), KV, pool);
+    const MatMulOut qkv[] = {{&lw.wq, q_.data(), Q}, {&lw.wk, k_.data(), KV}, {&lw.wv, v_.data(), KV}};
+    MatMulMulti(qkv, xn_.data(), T, pool);
     AddBias(q_.data(), lw.q_bias, T);
     AddBias(k_.data(), lw.k_bias, T);
     AddBias(v_.data(), lw.v_bias, T);
@@ -100,9 +125,19 @@ void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits
 
     // MLP block: x += Wdown · (silu(norm(x) Wgate) * norm(x) Wup)
     RmsNorm(x_.data(), lw.ffn_norm.data(), c.rms_eps, T, H, xn_.data());
-    MatMul(lw.w_gate, xn_.data(), T, gate_.data(), F, pool);
-    MatMul(lw.w_up, xn_.data(), T, up_.data(), F, pool);
-    SiluMul(gate_.data(), up_.data(), T * F, gate_.data());
+    const MatMulOut gate_up[] = {{&lw.w_gate, gate_.data(), F}, {&lw.w_up, up_.data(), F}};
+    MatMulMulti(gate_up, xn_.data(), T, pool);
+    // Elementwise (each value computed the same way whatever the split): over the pool when it is large
+    // (32 tokens x 4864 is ~155K exps per layer, a few percent of a batched step on one thread).
+    if (pool != nullptr && T * F >= 32768) {
+      const int64_t chunks = std::min<int64_t>(pool->num_threads() * 4, (T * F) / 8192);
+      pool->ParallelFor(chunks, [&](int64_t i, int) {
+        auto [b, e] = SplitRange(T * F, chunks, i);
+        SiluMul(gate_.data() + b, up_.data() + b, e - b, gate_.data() + b);
+      });
+    } else {
+      SiluMul(gate_.data(), up_.data(), T * F, gate_.data());
+    }
     MatMul(lw.w_down, gate_.data(), T, xn_.data(), H, pool);
     for (int64_t i = 0; i < T * H; ++i) x_[static_cast<size_t>(i)] += xn_[static_cast<size_t>(i)];
   }

@@ -19,6 +19,8 @@ class Model {
 
   const ModelConfig& config() const { return loaded_.config; }
   const LoadedModel& loaded() const { return loaded_; }
+  // Seconds spent repacking the weights at construction (0 when off).
+  double repack_seconds() const { return repack_seconds_; }
 
   // A KV storage shape for this model with `num_blocks` blocks of `block_size` slots.
   KvStorageShape KvShape(int num_blocks, int block_size = 16) const;
@@ -33,6 +35,7 @@ class Model {
   void Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, ThreadPool* pool);
 
   LoadedModel loaded_;
+  double repack_seconds_ = 0;
   std::vector<float> inv_freq_;  // [head_dim / 2]
   // Scratch, sized per call to the batch: [num_tokens, width] each.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct ModelWeights {
   std::vector<float> output_norm;   // [hidden]
   MatrixView output;                // [vocab, hidden]; the token embedding itself when tied
   TensorSet storage;                // owns the bytes the views point into
+  // Copies of the matrices repacked at load into the kernels' layout (MatrixView::packed points into them).
+  std::vector<std::shared_ptr<uint8_t[]>> packed;
+  size_t packed_bytes = 0;
 };
 
 // Receives tensors one at a time as f32: canonical name, shape (outermost first), row-major values.

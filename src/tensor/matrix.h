@@ -27,6 +27,12 @@ struct MatrixView {
   const uint8_t* scales = nullptr;
   const uint8_t* biases = nullptr;
 
+  // Optional copy of the weights repacked at load into one kernel path's layout (kernels/matmul.h
+  // RepackForKernels); the path tagged `packed_isa` (an IsaPath value) reads it instead of data, every other
+  // path ignores it. Owned elsewhere (ModelWeights::packed).
+  const uint8_t* packed = nullptr;
+  int8_t packed_isa = -1;
+
   const uint8_t* Row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
 };
 

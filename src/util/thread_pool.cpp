@@ -4,6 +4,13 @@
 
 #include <chrono>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define PARALLM_CPU_RELAX() _mm_pause()
+#else
+#define PARALLM_CPU_RELAX() std::this_thread::yield()
+#endif
+
 #include "util/check.h"
 
 namespace parallm {
@@ -51,10 +58,15 @@ void ThreadPool::ParallelFor(int64_t num_tasks, const std::function<void(int64_t
   }
   wake_.notify_all();
   RunTasks(0);
-  // Workers finish their last task within microseconds when they have a core; spin briefly, then yield so a
-  // worker that shares our core (an oversubscribed, noisy machine) gets to run instead of us spinning.
+  // Workers finish their last task within microseconds when they have a core: spin on the counter with a
+  // pause (no system call), and after ~10 us yield, so a worker that shares our core (an oversubscribed,
+  // noisy machine) gets to run instead of us spinning.
   for (int spins = 0; active_workers_.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins > 2000) std::this_thread::yield();
+    if (spins < 200) {
+      PARALLM_CPU_RELAX();
+    } else {
+      std::this_thread::yield();
+    }
   }
   fn_ = nullptr;
 }
@@ -62,11 +74,16 @@ void ThreadPool::ParallelFor(int64_t num_tasks, const std::function<void(int64_t
 void ThreadPool::WorkerLoop(int thread) {
   uint64_t seen = 0;
   for (;;) {
-    // Spin for a short while before sleeping: consecutive loops arrive microseconds apart.
-    auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
-    while (published_generation_.load(std::memory_order_acquire) == seen &&
-           std::chrono::steady_clock::now() < spin_until) {
-      std::this_thread::yield();
+    // Spin for a short while before sleeping: consecutive loops arrive microseconds apart (a decode step's
+    // ~170 matmuls, and the serial work between them). Pause-spin, reading the clock only every 64 rounds;
+    // one sched_yield per 64 rounds, not per round.
+    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(300);
+    for (int i = 0; published_generation_.load(std::memory_order_acquire) == seen; ++i) {
+      PARALLM_CPU_RELAX();
+      if ((i & 63) == 63) {
+        if (std::chrono::steady_clock::now() >= spin_until) break;
+        std::this_thread::yield();  // rarely: lets a thread sharing this core run on an oversubscribed machine
+      }
     }
     {
       std::unique_lock<std::mutex> lock(mu_);

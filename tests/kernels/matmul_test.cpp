@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -304,6 +305,93 @@ TEST_F(MatMulTest, NoReadsPastTheEnd) {
         }
       }
     }
+  }
+}
+
+// Weights repacked at load (RepackForKernels, for the best path): on that path MatMul reads the packed copy,
+// on every other forced path it ignores it; either way every output equals ref::MatMul bit for bit, and a
+// token computed alone equals it inside a batch. Ragged rows (< and not a multiple of a row group), odd
+// block counts, one token, a full register tile and more tokens than a panel pass.
+TEST_F(MatMulTest, RepackedEqualsRefEveryPath) {
+  ThreadPool pool(2);
+  std::vector<IsaPath> paths = FastPaths();
+  paths.push_back(IsaPath::kScalar);
+  int packed_count = 0;
+  for (const WType& t : AllTypes()) {
+    if (!t.Quantized()) continue;
+    const int64_t a = std::max<int64_t>(t.ColAlign(), 32);
+    struct Shape {
+      int64_t rows, cols, n;
+    };
+    std::vector<Shape> shapes = {{37, a * 2, 5}, {16, a, 1}, {45, a * 5, 9}};
+    if (t.ColAlign() <= 64) {
+      shapes.push_back({9, a * 3, 17});
+      shapes.push_back({21, a * 33, 3});  // more than one 32-block panel chunk, ragged last chunk
+    }
+    if (t.dtype == DType::kQ8_0 && !t.mlx) shapes.push_back({21, 64, 300});
+    for (const Shape& sh : shapes) {
+      Weights w = MakeWeights(t, sh.rows, sh.cols, 41);
+      std::vector<float> x = MakeActs(sh.n, sh.cols, 42);
+      std::vector<float> y_ref(sh.n * sh.rows), y(sh.n * sh.rows), y1(sh.rows);
+      ref::MatMul(w.view, x.data(), sh.n, y_ref.data(), sh.rows, nullptr);
+      MatrixView v = w.view;
+      size_t bytes = 0;
+      auto owner = RepackForKernels(&v, &bytes);
+      if (owner) ++packed_count;
+      for (IsaPath isa : paths) {
+        ForceIsa(isa);
+        const std::string what = t.Name() + " " + std::string(IsaName(isa)) + " " + std::to_string(sh.rows) + "x" +
+                                 std::to_string(sh.cols) + " n=" + std::to_string(sh.n);
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          std::fill(y.begin(), y.end(), -1.0f);
+          MatMul(v, x.data(), sh.n, y.data(), sh.rows, p);
+          for (int64_t i = 0; i < sh.n * sh.rows; ++i)
+            ASSERT_TRUE(BitEqual(y[i], y_ref[i])) << what << " at " << i << ": " << y[i] << " vs " << y_ref[i];
+        }
+        const int64_t t_ = sh.n - 1;
+        MatMul(v, x.data() + t_ * sh.cols, 1, y1.data(), sh.rows, nullptr);
+        for (int64_t r = 0; r < sh.rows; ++r)
+          ASSERT_TRUE(BitEqual(y1[r], y_ref[t_ * sh.rows + r])) << what << " alone r " << r;
+      }
+    }
+  }
+  if (BestSupportedIsa() == IsaPath::kAvx512) EXPECT_GT(packed_count, 0);
+}
+
+// MatMulMulti == one MatMul per matrix, bit for bit, with mixed formats (so several activation
+// quantizations), packed and unpacked, strided outputs, on every path.
+TEST_F(MatMulTest, MultiEqualsSeparate) {
+  ThreadPool pool(2);
+  const int64_t cols = 512, n = 11;
+  std::vector<WType> types = {WType(DType::kQ8_0), WType(DType::kQ6_K), WType(DType::kQ4_K),
+                              WType(DType::kF16), WType(DType::kF16, true, {4, 64}), WType(DType::kQ4_0)};
+  std::vector<Weights> ws;
+  std::vector<int64_t> rows = {37, 16, 70, 9, 33, 128};
+  for (size_t i = 0; i < types.size(); ++i) ws.push_back(MakeWeights(types[i], rows[i], cols, 50 + i));
+  std::vector<MatrixView> views;
+  std::vector<std::shared_ptr<uint8_t[]>> owners;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    views.push_back(ws[i].view);
+    if (i % 2 == 0) owners.push_back(RepackForKernels(&views.back(), nullptr));
+  }
+  std::vector<float> x = MakeActs(n, cols, 60);
+  std::vector<IsaPath> paths = FastPaths();
+  paths.push_back(IsaPath::kScalar);
+  for (IsaPath isa : paths) {
+    ForceIsa(isa);
+    std::vector<std::vector<float>> sep(views.size()), multi(views.size());
+    std::vector<MatMulOut> outs;
+    for (size_t i = 0; i < views.size(); ++i) {
+      const int64_t stride = views[i].rows + 2;
+      sep[i].assign(n * stride, 7.0f);
+      multi[i].assign(n * stride, 7.0f);
+      MatMul(views[i], x.data(), n, sep[i].data(), stride, nullptr);
+      outs.push_back({&views[i], multi[i].data(), stride});
+    }
+    MatMulMulti(outs, x.data(), n, &pool);
+    for (size_t i = 0; i < views.size(); ++i)
+      for (size_t j = 0; j < sep[i].size(); ++j)
+        ASSERT_TRUE(BitEqual(sep[i][j], multi[i][j])) << IsaName(isa) << " matrix " << i << " at " << j;
   }
 }
 

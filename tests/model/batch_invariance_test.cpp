@@ -2,6 +2,8 @@
 // prefill chunks and decode tokens, scattered KV blocks) equal, bit for bit, the logits computed alone.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "model/model.h"
 #include "test_models.h"
 
@@ -76,6 +78,41 @@ TEST_P(BatchInvariance, MixedBatchEqualsAlone) {
   RunBatch(*model, kv, seqs, {{0, 9}, {0, 3}, {0, 5}}, &pool);
   auto together = RunBatch(*model, kv, seqs, {{9, 10}, {3, 7}, {5, 13}}, &pool);
   for (size_t s = 0; s < seqs.size(); ++s) EXPECT_EQ(together[s], alone[s]) << "sequence " << s;
+}
+
+// Weights repacked at load (the default) give the same logits, bit for bit, as the stored form read in place
+// (PARALLM_REPACK=0), on a mixed batch with threads: Q8_0, Q4_K / Q6_K mixes, Q4_0 and MLX 4 and 8 bit.
+TEST(Repack, RepackedModelEqualsStoredForm) {
+  struct Case {
+    ModelFormat format;
+    DType type;
+    int mlx_bits;
+  };
+  for (const Case& c : {Case{ModelFormat::kGguf, DType::kQ8_0, 0}, Case{ModelFormat::kGguf, DType::kQ4_K, 0},
+                        Case{ModelFormat::kGguf, DType::kQ4_0, 0}, Case{ModelFormat::kGguf, DType::kQ6_K, 0},
+                        Case{ModelFormat::kMlxFolder, DType::kF32, 4}, Case{ModelFormat::kMlxFolder, DType::kF32, 8}}) {
+    testing::TinyModelOptions options;
+    options.arch = Arch::kQwen2;
+    options.format = c.format;
+    options.gguf_type = c.type;
+    options.mlx_bits = c.mlx_bits;
+    const std::string name = "repack" + std::string(Name(c.type)) + std::to_string(c.mlx_bits);
+    auto packed = testing::TinyModel(options, name);
+    setenv("PARALLM_REPACK", "0", 1);
+    auto stored = testing::TinyModel(options, name + "-stored");
+    unsetenv("PARALLM_REPACK");
+    ASSERT_NE(packed, nullptr);
+    ASSERT_NE(stored, nullptr);
+    ThreadPool pool(2);
+    std::vector<Seq> seqs = {{{5, 17, 300, 42, 7, 99, 100, 3, 250, 11}, {7, 2, 9}}, {{1, 2, 3, 4, 5}, {0, 5}}};
+    std::vector<std::vector<std::vector<float>>> out;
+    for (Model* m : {packed.get(), stored.get()}) {
+      PagedKvStorage kv(m->KvShape(10, kBlock));
+      RunBatch(*m, kv, seqs, {{0, 9}, {0, 4}}, &pool);
+      out.push_back(RunBatch(*m, kv, seqs, {{9, 10}, {4, 5}}, &pool));
+    }
+    for (size_t s = 0; s < seqs.size(); ++s) EXPECT_EQ(out[0][s], out[1][s]) << name << " sequence " << s;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, BatchInvariance,

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "kernels/matmul_internal.h"
@@ -40,8 +41,8 @@ constexpr int kRows = 16;          // rows per group: one per 32-bit lane of a z
 constexpr int kChunkBlocks = 32;   // 32-column blocks per panel chunk (1024 columns)
 constexpr int kTokTile = 8;        // tokens per register tile: 8 int32 + 8 f32 accumulators
 constexpr int kPrefetchChunks = 1;  // software prefetch distance in panel chunks (2 and 4 measured no better)
-constexpr int kTokBlock = 256;
-constexpr double kStreamOutputBytes = 16e6;  // outputs larger than this bypass the caches     // tokens per panel pass (bounds the accumulators, keeps activations in L2)
+constexpr int kTokBlock = 256;   // tokens per panel pass (bounds the accumulators, keeps activations in L2)
+constexpr double kStreamOutputBytes = 16e6;  // outputs larger than this bypass the caches
 constexpr int kCodeBytes = 8 * 64; // a block's codes for 16 rows
 
 // Params after the codes: scale0, then scale1 (Q6_K) or bias (Q4_K, MLX), 16 floats each.
@@ -217,9 +218,13 @@ inline __m512i Bcast4(const int8_t* p) {
 
 // One register tile: 16 rows x T tokens over the chunk's nbc blocks; acc[t * 16 + lane] carries the f32
 // accumulators across chunks. kSubs: int sums per block (2 for Q6_K); kBias: Q4_K / MLX bias term.
-template <int T, int kSubs, bool kBias>
+// kNib: the panel's codes are nibble-packed (repacked 4-bit formats): 4 vectors per block, vector k holding
+// register k in its low nibbles and register k + 4 in its high nibbles.
+template <int T, int kSubs, bool kBias, bool kNib>
 void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0,
           float* acc) {
+  constexpr int kCB = kNib ? kCodeBytes / 2 : kCodeBytes;
+  const __m512i nib_mask = _mm512_set1_epi8(0x0F);
   __m512 f[T];
   const int8_t* xq[T];
   const float* dx[T];
@@ -235,7 +240,7 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
   }
   for (int64_t b = 0; b < nbc; ++b) {
     const uint8_t* pb = panel + b * stride;
-    const auto* params = reinterpret_cast<const float*>(pb + kCodeBytes);
+    const auto* params = reinterpret_cast<const float*>(pb + kCB);
 #pragma GCC unroll 2
     for (int s = 0; s < kSubs; ++s) {
       __m512i ia[T];
@@ -243,7 +248,13 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
       for (int t = 0; t < T; ++t) ia[t] = _mm512_set1_epi32(corr[t][b * kSubs + s]);
 #pragma GCC unroll 8
       for (int j = s * (8 / kSubs); j < (s + 1) * (8 / kSubs); ++j) {
-        const __m512i wj = _mm512_load_si512(pb + 64 * j);
+        __m512i wj;
+        if constexpr (kNib) {
+          const __m512i v = _mm512_load_si512(pb + 64 * (j & 3));
+          wj = _mm512_and_si512(j < 4 ? v : _mm512_srli_epi16(v, 4), nib_mask);
+        } else {
+          wj = _mm512_load_si512(pb + 64 * j);
+        }
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) ia[t] = _mm512_dpbusd_epi32(ia[t], wj, Bcast4(xq[t] + b * 32 + 4 * j));
       }
@@ -262,19 +273,20 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
   for (int t = 0; t < T; ++t) _mm512_store_ps(acc + 16 * t, f[t]);
 }
 
-template <int kSubs, bool kBias, int... Ts>
+template <int kSubs, bool kBias, bool kNib, int... Ts>
 void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, int64_t stride, int64_t nbc,
                  const QuantizedActs& a, int64_t t0, int64_t b0, float* acc) {
   using Fn = void (*)(const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t, float*);
-  static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias>...};
+  static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kNib>...};
   kTiles[tt - 1](panel, stride, nbc, a, t0, b0, acc);
 }
 
 // Tile for tt (1..kTokTile) tokens.
-template <int kSubs, bool kBias>
+template <int kSubs, bool kBias, bool kNib = false>
 void RunTile(int tt, const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
              int64_t b0, float* acc) {
-  RunTileImpl<kSubs, kBias>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, stride, nbc, a, t0, b0, acc);
+  RunTileImpl<kSubs, kBias, kNib>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, stride, nbc, a, t0, b0,
+                                  acc);
 }
 
 // QuantizeActs, 32 values per two zmm: the same operations per value as the scalar version (max of |x| is
@@ -440,6 +452,118 @@ void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_
   _mm_sfence();  // streaming stores, if any, are visible before the task reports done
 }
 
+// ---- Weights repacked at load ------------------------------------------------------------------------------
+// The panels QuantRowsT builds per call, built once: row group g's block b at packed + (g * nb + b) * stride,
+// groups and blocks in order, so a task streams one contiguous run of bytes. Formats whose codes fit in 4
+// bits (Q4_0, Q4_K, MLX 2-4 bit) keep them nibble-packed (256 code bytes per block instead of 512), so a
+// 4-bit model reads about two thirds of an 8-bit one's bytes. The panel bytes and parameters are exactly
+// those BuildPanel makes, so results are bit-identical to the on-the-fly path.
+bool Nibbles(const MatrixView& w, QFormat fmt) {
+  return fmt == QFormat::kQ4_0 || fmt == QFormat::kQ4_K || (fmt == QFormat::kMlx && w.mlx.bits <= 4);
+}
+int64_t PackedStride(const MatrixView& w, QFormat fmt) {
+  return (Nibbles(w, fmt) ? kCodeBytes / 2 : kCodeBytes) + 64 * ParamVectors(fmt);
+}
+
+size_t PackedBytes(const MatrixView& w, QFormat fmt) {
+  const int64_t groups = (w.rows + kRows - 1) / kRows, nb = w.cols / 32;
+  return static_cast<size_t>(groups * nb * PackedStride(w, fmt));
+}
+
+template <typename U>
+void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
+  const int64_t nb = w.cols / 32, groups = (w.rows + kRows - 1) / kRows;
+  const int64_t stride = BlockStride(fmt), pstride = PackedStride(w, fmt);
+  const bool nib = Nibbles(w, fmt);
+  const int pv = ParamVectors(fmt);
+  std::unique_ptr<uint8_t[]> mem(new uint8_t[PanelBytes() + 64]);
+  uint8_t* panel = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem.get()) + 63) & ~uintptr_t{63});
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t r0 = g * kRows;
+    const int nrows = static_cast<int>(std::min<int64_t>(kRows, w.rows - r0));
+    const uint8_t* rows[kRows];
+    for (int i = 0; i < kRows; ++i) rows[i] = w.Row(r0 + std::min(i, nrows - 1));
+    for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
+      const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
+      BuildPanel<U>(w, fmt, rows, r0, nrows, b0, nbc, panel);
+      for (int64_t b = 0; b < nbc; ++b) {
+        const uint8_t* src = panel + b * stride;
+        uint8_t* dst = out + (g * nb + b0 + b) * pstride;
+        int code_bytes = kCodeBytes;
+        if (nib) {
+          for (int k = 0; k < 4; ++k) {
+            const __m512i lo = _mm512_load_si512(src + 64 * k), hi = _mm512_load_si512(src + 64 * (k + 4));
+            _mm512_store_si512(dst + 64 * k,
+                               _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(_mm512_and_si512(hi, m4), 4)));
+          }
+          code_bytes = kCodeBytes / 2;
+        } else {
+          std::memcpy(dst, src, kCodeBytes);
+        }
+        std::memcpy(dst + code_bytes, src + kCodeBytes, static_cast<size_t>(64 * pv));
+      }
+    }
+  }
+}
+
+void Pack(const MatrixView& w, QFormat fmt, uint8_t* out) {
+  WithUnpacker<false>(w, fmt, [&](auto u) { PackT<decltype(u)>(w, fmt, out); });
+}
+
+// QuantRowsT's loop nest over the packed panels (row_begin is a multiple of kRows).
+template <int kSubs, bool kBias, bool kNib>
+void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  const MatrixView& w = *args.w;
+  const QuantizedActs& a = *args.acts;
+  const int64_t nb = a.nb, n_tokens = a.n_tokens, pstride = PackedStride(w, args.fmt);
+  float* acc = reinterpret_cast<float*>(scratch + PanelBytes());
+  const bool stream = static_cast<double>(n_tokens) * static_cast<double>(w.rows) * 4 > kStreamOutputBytes;
+  const uint8_t* task_end = w.packed + ((row_end + kRows - 1) / kRows) * nb * pstride;
+  for (int64_t tb0 = 0; tb0 < n_tokens; tb0 += kTokBlock) {
+    const int64_t nt = std::min<int64_t>(kTokBlock, n_tokens - tb0);
+    const int64_t n_tiles = (nt + kTokTile - 1) / kTokTile;
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
+      const int nrows = static_cast<int>(std::min<int64_t>(kRows, row_end - r0));
+      const uint8_t* group = w.packed + (r0 / kRows) * nb * pstride;
+      std::memset(acc, 0, static_cast<size_t>(nt) * 64);
+      for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
+        const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
+        const uint8_t* panel = group + b0 * pstride;
+        // The next chunk's bytes follow this one's: prefetch them spread over this chunk's token tiles.
+        const uint8_t* pf = panel + nbc * pstride;
+        const int64_t pf_lines = std::max<int64_t>(0, std::min<int64_t>(kChunkBlocks * pstride, task_end - pf)) / 64;
+        for (int64_t k = 0; k < n_tiles; ++k) {
+          for (int64_t i = pf_lines * k / n_tiles; i < pf_lines * (k + 1) / n_tiles; ++i)
+            _mm_prefetch(reinterpret_cast<const char*>(pf + i * 64), _MM_HINT_T0);
+          const int64_t t0 = tb0 + k * kTokTile;
+          RunTile<kSubs, kBias, kNib>(static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0)), panel, pstride,
+                                      nbc, a, t0, b0, acc + (t0 - tb0) * 16);
+        }
+      }
+      StoreRows(args, acc, tb0, nt, r0, nrows, stream);
+    }
+  }
+}
+
+void QuantRowsPacked(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  const QFormat fmt = args.fmt;
+  if (fmt == QFormat::kQ6_K) {
+    QuantRowsPackedT<2, false, false>(args, row_begin, row_end, scratch);
+  } else if (Nibbles(*args.w, fmt)) {
+    if (HasBias(fmt)) {
+      QuantRowsPackedT<1, true, true>(args, row_begin, row_end, scratch);
+    } else {
+      QuantRowsPackedT<1, false, true>(args, row_begin, row_end, scratch);
+    }
+  } else if (HasBias(fmt)) {
+    QuantRowsPackedT<1, true, false>(args, row_begin, row_end, scratch);
+  } else {
+    QuantRowsPackedT<1, false, false>(args, row_begin, row_end, scratch);
+  }
+  _mm_sfence();
+}
+
 // ---- f32 FMA path ---------------------------------------------------------------------------------------
 // One output = one zmm accumulator over columns in steps of 16 (the tail masked with zeros), then a fixed
 // horizontal sum: the same operations in a 1x1 tile as in a 4x4 one.
@@ -537,7 +661,8 @@ void FloatRows(const FloatArgs& a, int64_t row_begin, int64_t row_end) {
 }  // namespace
 
 const IsaKernels* Avx512Kernels() {
-  static const IsaKernels k{kRows, &CodeOffset, &ScratchBytes, &QuantizeActsAvx512, &QuantRows, &FloatRows};
+  static const IsaKernels k{kRows,      &CodeOffset, &ScratchBytes, &QuantizeActsAvx512, &QuantRows,
+                            &FloatRows, &PackedBytes, &Pack,         &QuantRowsPacked};
   return &k;
 }
 

@@ -27,9 +27,10 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The JavaScript references the `node` ctests regenerate goldens with (tokenizers.js for tokenizers,
-# @huggingface/jinja for chat templates); reinstalled when a lock changes. Without npm those tests are skipped.
-for NODE_DIR in tests/tokenizer/node tests/chat/node; do
+# The JavaScript the `node` ctests run: references they regenerate goldens with (tokenizers.js for tokenizers,
+# @huggingface/jinja for chat templates) and the openai client the server is tested with; reinstalled when a
+# lock changes. Without npm those tests are skipped.
+for NODE_DIR in tests/tokenizer/node tests/chat/node tests/server/node; do
   if command -v npm >/dev/null && ! cmp -s "$NODE_DIR/package-lock.json" "$NODE_DIR/node_modules/.parallm-lock.json"; then
     if npm ci --prefix "$NODE_DIR" --no-audit --no-fund; then
       cp "$NODE_DIR/package-lock.json" "$NODE_DIR/node_modules/.parallm-lock.json"

@@ -10,13 +10,16 @@
 #include <boost/json.hpp>
 
 #include "cli/commands.h"
-#include "cli/request_json.h"
 #include "engine/llm.h"
+#include "openai/request_json.h"
 #include "util/progress.h"
 #include "util/strings.h"
 
 namespace parallm::cli {
 namespace {
+
+using openai::BatchRequest;
+using openai::ParseBatchLine;
 
 struct BatchOptions {
   std::string model, input, output, tokenizer;
@@ -187,9 +190,7 @@ void AddBatchCommand(CLI::App& app) {
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "Requests running at once")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step")->capture_default_str();
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Do not share KV blocks between requests with a common prefix");
-  cmd->callback([o] {
-    if (int rc = Run(*o); rc != 0) throw CLI::RuntimeError(rc);
-  });
+  cmd->callback([o] { ExitOnError(Run(*o)); });
 }
 
 }  // namespace parallm::cli

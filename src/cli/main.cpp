@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   parallm::cli::AddInfoCommand(app);
   parallm::cli::AddGenerateCommands(app);
   parallm::cli::AddBatchCommand(app);
+  parallm::cli::AddServeCommand(app);
   parallm::cli::AddTokenizeCommand(app);
   parallm::cli::AddBenchCommand(app);
   parallm::cli::AddMakeModelCommand(app);

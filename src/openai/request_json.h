@@ -11,7 +11,7 @@
 #include "engine/sampling_params.h"
 #include "util/status.h"
 
-namespace parallm::cli {
+namespace parallm::openai {
 
 // Reads max_tokens, temperature, top_p, top_k, min_p, seed, presence_penalty, frequency_penalty,
 // repetition_penalty, logit_bias, stop_token_ids, ignore_eos, logprobs from `o`; errors name the field and the
@@ -29,4 +29,4 @@ struct BatchRequest {
 // with "tools" when given) need `text`. The default max_tokens is 16, as OpenAI's completions API.
 Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_t vocab_size, const ModelText* text);
 
-}  // namespace parallm::cli
+}  // namespace parallm::openai

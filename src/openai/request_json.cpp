@@ -1,9 +1,9 @@
 // JSON request parsing with errors that say which field is wrong and what was expected.
-#include "cli/request_json.h"
+#include "openai/request_json.h"
 
 #include <cmath>
 
-namespace parallm::cli {
+namespace parallm::openai {
 namespace {
 
 Result<double> Number(const boost::json::value& v, const char* field) {
@@ -157,4 +157,4 @@ Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_
   return r;
 }
 
-}  // namespace parallm::cli
+}  // namespace parallm::openai

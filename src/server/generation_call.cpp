@@ -1,0 +1,176 @@
+// GenerationCall: engine updates in, OpenAI stream chunks or one response out, on the io thread.
+#include "server/generation_call.h"
+
+#include <chrono>
+#include <random>
+
+#include "server/api_server.h"
+
+namespace parallm::server {
+namespace asio = boost::asio;
+using openai::Api;
+
+std::string NewResponseId(Api api) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return fmt::format("{}{:016x}{:016x}", api == Api::kChat ? "chatcmpl-" : "cmpl-", rng(), rng());
+}
+
+GenerationCall::GenerationCall(ApiServer& server, std::shared_ptr<HttpSession> session, openai::ApiRequest request,
+                               Headers headers)
+    : server_(server), session_(std::move(session)), request_(std::move(request)), headers_(std::move(headers)) {
+  meta_.api = request_.api;
+  meta_.id = NewResponseId(request_.api);
+  meta_.created = std::chrono::duration_cast<std::chrono::seconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  meta_.model = request_.model.empty() ? server_.config().served_model_name : request_.model;
+  meta_.logprobs = request_.params.logprobs;
+  const size_t n = static_cast<size_t>(request_.params.n);
+  choices_.resize(request_.prompts.size() * n);
+  for (size_t p = 0; p < request_.prompts.size(); ++p) {
+    const std::string& echo = request_.echo ? request_.echo_texts[p] : std::string();
+    for (size_t k = 0; k < n; ++k) {
+      choices_[p * n + k].text = request_.stream ? std::string() : echo;
+      choices_[p * n + k].text_offset = openai::Utf8Length(echo);
+    }
+  }
+  prompt_done_.assign(request_.prompts.size(), false);
+  cached_tokens_.assign(request_.prompts.size(), 0);
+}
+
+void GenerationCall::Start() {
+  AsyncEngine& engine = server_.engine();
+  // Everything the engine would refuse is refused before anything is submitted.
+  for (const auto& prompt : request_.prompts) {
+    GenerationRequest g{prompt, request_.params, 0};
+    if (Status st = engine.Validate(g); !st.ok()) {
+      const std::string param = openai::ParamOfMessage(st.message());
+      return ReplyError(*session_, {400, st.message(), "invalid_request_error",
+                                    param.empty() ? (request_.api == Api::kChat ? "messages" : "prompt") : param},
+                        headers_);
+    }
+  }
+  server_.CallStarted();
+  auto self = shared_from_this();
+  std::weak_ptr<GenerationCall> weak = self;
+  asio::io_context& io = server_.io();
+  for (size_t p = 0; p < request_.prompts.size(); ++p) {
+    // Called on the engine thread: hand the update to the io thread and return at once.
+    RequestSink sink = [weak, p, &io](RequestUpdate update) {
+      asio::post(io, [weak, p, update = std::move(update)]() mutable {
+        if (auto call = weak.lock()) call->OnUpdate(p, std::move(update));
+      });
+    };
+    Submission s = engine.Submit(GenerationRequest{request_.prompts[p], request_.params, 0}, std::move(sink));
+    if (s.admission != Admission::kAccepted) {
+      CancelAll();
+      finished_ = true;
+      server_.CallEnded();
+      if (s.admission == Admission::kQueueFull)
+        return ReplyError(*session_, {429, "Too many requests are queued; try again later", "rate_limit_error", ""},
+                          headers_);
+      return ReplyError(*session_, {503, "The server is shutting down", "service_unavailable", ""}, headers_);
+    }
+    ids_.push_back(s.id);
+  }
+  open_prompts_ = request_.prompts.size();
+  self_ = self;
+  session_->OnDisconnect([weak] {
+    if (auto call = weak.lock()) call->CancelAll();
+  });
+  if (!request_.stream) return;
+  session_->StartEventStream(headers_);
+  // Chat streams open each choice with its role; completions with echo open with the prompt's text.
+  const int32_t n = request_.params.n;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    openai::ChunkPart part;
+    part.index = static_cast<int32_t>(i);
+    if (request_.api == Api::kChat) {
+      part.role_only = true;
+    } else if (request_.echo) {
+      part.text = request_.echo_texts[i / static_cast<size_t>(n)];
+      if (part.text.empty()) continue;
+    } else {
+      continue;
+    }
+    int64_t offset = 0;
+    session_->SendEvent(openai::SseEvent(openai::StreamChunk(meta_, part, server_.engine().tokenizer(), &offset,
+                                                             request_.include_usage)));
+  }
+}
+
+void GenerationCall::CancelAll() {
+  for (uint64_t id : ids_) server_.engine().Cancel(id);
+}
+
+void GenerationCall::OnUpdate(size_t prompt, RequestUpdate update) {
+  if (finished_ || prompt_done_[prompt]) return;
+  const size_t n = static_cast<size_t>(request_.params.n);
+  cached_tokens_[prompt] = std::max(cached_tokens_[prompt], update.cached_tokens);
+  const Tokenizer* tokenizer = server_.engine().tokenizer();
+  for (ChoiceUpdate& c : update.choices) {
+    const size_t index = prompt * n + static_cast<size_t>(c.index);
+    if (index >= choices_.size()) continue;
+    ChoiceState& st = choices_[index];
+    st.num_tokens += static_cast<int64_t>(c.new_tokens.size());
+    if (c.finished) st.finish_reason = c.finish_reason;
+    if (request_.stream) {
+      const bool has_logprobs = request_.params.logprobs >= 0 && !c.new_samples.empty();
+      if (c.new_text.empty() && !c.finished && !has_logprobs) continue;  // text held back (a partial character)
+      openai::ChunkPart part;
+      part.index = static_cast<int32_t>(index);
+      part.text = std::move(c.new_text);
+      part.samples = c.new_samples;
+      part.finish_reason = c.finished ? c.finish_reason : FinishReason::kNone;
+      session_->SendEvent(
+          openai::SseEvent(openai::StreamChunk(meta_, part, tokenizer, &st.text_offset, request_.include_usage)));
+    } else {
+      st.text += c.new_text;
+      st.samples.insert(st.samples.end(), c.new_samples.begin(), c.new_samples.end());
+    }
+  }
+  if (!update.error.empty() && error_.empty()) error_ = update.error;
+  if (update.done) {
+    prompt_done_[prompt] = true;
+    if (--open_prompts_ == 0) Finish();
+  }
+}
+
+openai::Usage GenerationCall::TotalUsage() const {
+  openai::Usage u;
+  for (const auto& p : request_.prompts) u.prompt_tokens += static_cast<int64_t>(p.size());
+  for (int32_t c : cached_tokens_) u.cached_tokens += c;
+  for (const ChoiceState& c : choices_) u.completion_tokens += c.num_tokens;
+  return u;
+}
+
+void GenerationCall::Finish() {
+  finished_ = true;
+  server_.CallEnded();
+  session_->OnDisconnect(nullptr);
+  if (request_.stream) {
+    if (!error_.empty()) {
+      session_->SendEvent(
+          openai::SseEvent(openai::ErrorBody({400, error_, "invalid_request_error", ""})));
+    } else if (request_.include_usage) {
+      session_->SendEvent(openai::SseEvent(openai::UsageChunk(meta_, TotalUsage())));
+    }
+    session_->SendEvent(std::string(openai::kSseDone));
+    session_->EndEventStream();
+  } else if (!error_.empty()) {
+    ReplyError(*session_, {400, error_, "invalid_request_error", ""}, headers_);
+  } else {
+    std::vector<openai::ChoiceResult> results;
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      ChoiceState& st = choices_[i];
+      const int64_t offset = request_.echo ? openai::Utf8Length(request_.echo_texts[i / request_.params.n]) : 0;
+      results.push_back({static_cast<int32_t>(i), std::move(st.text), offset, std::move(st.samples), st.finish_reason});
+    }
+    const auto body = openai::CompletionResponse(meta_, results, TotalUsage(), server_.engine().tokenizer());
+    session_->Reply(200, "application/json", boost::json::serialize(body), headers_);
+  }
+  session_.reset();  // the session may go; nothing more is written
+  self_.reset();     // last: may destroy this
+}
+
+}  // namespace parallm::server

@@ -1,13 +1,22 @@
 // `parallm bench`: offline throughput (the default), `bench batching` (1 vs N concurrent requests and a sweep),
 // `bench prefix-cache` (the seed's HIT/MISS table) and `bench paged-cache` (a shared system prompt with and
 // without prefix sharing), `bench detok` (streaming detokenization) and `bench tokenize` (Encode MB/s, long inputs,
-// tokenizers.js side by side). Every command prints a table and can write JSON (--output).
+// tokenizers.js side by side), and `bench serve` (an online load client for any OpenAI-compatible server).
+// Every command prints a table and can write JSON (--output); batching and serve can draw an SVG (--chart).
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <thread>
 
+#include "bench/chart.h"
 #include "bench/detok.h"
 #include "bench/offline.h"
+#include "bench/serve_client.h"
 #include "bench/tokenize_bench.h"
 #include "chat/model_text.h"
 #include "cli/commands.h"
@@ -26,8 +35,27 @@ struct BenchOptions {
   int max_num_batched_tokens = 512;
   double kv_cache_gb = 2.0;
   std::string output;
+  std::string chart;  // SVG file (bench batching)
   std::string tokenizer;
 };
+
+// Today's date in UTC, for reports and chart subtitles: "2026-11-30 17:20 UTC".
+std::string NowUtc() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M UTC", &tm);
+  return text;
+}
+
+int WriteChart(const std::string& path, const std::string& svg) {
+  if (path.empty()) return 0;
+  Status st = bench::WriteSvg(path, svg);
+  if (!st.ok()) return Fail(st.message());
+  std::fprintf(stderr, "wrote %s\n", path.c_str());
+  return 0;
+}
 
 EngineConfig Config(const BenchOptions& o, int max_seqs, bool prefix_caching = true) {
   EngineConfig c;
@@ -95,6 +123,8 @@ int RunBatching(const BenchOptions& o) {
   std::printf("%11s %9s %9s %10s %11s %9s %8s\n", "concurrency", "requests", "time s", "gen tok/s", "decode t/s",
               "speedup", "ttft s");
   double single = 0;
+  bench::LineSeries generation{"generation tok/s (all tokens / wall time)", {}, {}};
+  bench::LineSeries decode{"aggregate decode tok/s (prefill excluded)", {}, {}};
   for (int c = 1; c <= o.max_concurrency; c *= 2) {
     // c requests at once, each max_tokens long: the engine runs them as one batch of c sequences.
     bench::Workload w{c, o.input_len, o.max_tokens, static_cast<uint64_t>(c)};
@@ -107,9 +137,27 @@ int RunBatching(const BenchOptions& o) {
     row["concurrency"] = c;
     row["speedup"] = f->generation_tps() / single;
     sweep.push_back(row);
+    generation.x.push_back(c);
+    generation.y.push_back(f->generation_tps());
+    decode.x.push_back(c);
+    decode.y.push_back(f->decode_tps);
     std::fflush(stdout);
   }
   report["sweep"] = sweep;
+  if (!o.chart.empty()) {
+    bench::LineChart chart;
+    chart.title = "parallm bench batching: throughput vs concurrent requests";
+    const int threads = (*llm)->engine().config().threads;
+    chart.subtitle = fmt::format("{} · {} · {}-token prompts, {} output tokens each · {}", o.model,
+                                 threads > 0 ? fmt::format("{} threads", threads)
+                                             : fmt::format("all {} cores", std::thread::hardware_concurrency()),
+                                 o.input_len, o.max_tokens, NowUtc());
+    chart.x_label = "concurrent requests";
+    chart.y_label = "tokens/s";
+    chart.log2_x = true;
+    chart.series = {generation, decode};
+    if (int rc = WriteChart(o.chart, bench::RenderLineChart(chart)); rc != 0) return rc;
+  }
   return WriteJson(o.output, report);
 }
 
@@ -254,6 +302,149 @@ int RunTokenize(const BenchOptions& o, const TokenizeBenchCli& t) {
   return WriteJson(o.output, report);
 }
 
+// `bench serve`'s options; names and defaults as `vllm bench serve`'s.
+struct ServeCli {
+  std::string base_url = "http://127.0.0.1:8000";
+  std::string api_key;  // default: $OPENAI_API_KEY, as the OpenAI clients and vLLM's benchmark read it
+  std::string endpoint = "/v1/completions";
+  std::string model;  // empty: the first id of GET /v1/models
+  int num_prompts = 1000;
+  std::string request_rate = "inf";
+  int max_concurrency = 0;
+  int random_input_len = 1024, random_output_len = 128, random_prefix_len = 0;
+  double random_range_ratio = 0;
+  int random_vocab_size = 32000;
+  std::string dataset_path;  // ShareGPT JSON; empty: the random dataset
+  int sharegpt_output_len = 0;
+  std::string tokenizer;
+  int ignore_eos = 0;  // CLI11 flag count: > 0 --ignore-eos, < 0 --no-ignore-eos, 0 the default
+  uint64_t seed = 0;
+  double timeout = 600;
+  double ready_check_timeout = 0;  // seconds to wait for the server to come up; 0: it must be up
+  std::string output, chart;
+};
+
+bench::BarChart ServeChart(const ServeCli& s, const std::string& model, const bench::ServeReport& r) {
+  bench::BarChart chart;
+  chart.title = fmt::format("parallm bench serve: {} requests ({} failed), {:.1f} output tok/s, {:.2f} req/s",
+                            r.completed + r.failed, r.failed, r.output_throughput(), r.request_throughput());
+  const std::string rate = s.request_rate == "inf" ? "all at once" : s.request_rate + " req/s";
+  const std::string workload =
+      s.dataset_path.empty() ? fmt::format("random {}/{} tokens", s.random_input_len, s.random_output_len) : "ShareGPT";
+  chart.subtitle = fmt::format("{} at {} · {} · {}{} · {}", model, s.base_url, workload, rate,
+                               s.max_concurrency > 0 ? fmt::format(", at most {} in flight", s.max_concurrency) : "",
+                               NowUtc());
+  chart.y_label = "milliseconds";
+  chart.series = {"mean", "median", "p99"};
+  auto group = [](const char* label, const bench::Summary& x) {
+    return bench::BarGroup{label, {x.mean * 1e3, x.median * 1e3, x.p99 * 1e3}};
+  };
+  chart.groups = {group("TTFT (time to first token)", r.ttft), group("TPOT (per output token)", r.tpot),
+                  group("ITL (inter-token gap)", r.itl), group("E2E latency", r.e2e)};
+  return chart;
+}
+
+int RunServe(const ServeCli& s) {
+  auto url = bench::ParseBaseUrl(s.base_url);
+  if (!url.ok()) return Fail(url.status().message());
+  if (s.num_prompts < 1) return Fail("--num-prompts must be at least 1");
+  bench::ServeOptions options;
+  options.url = *url;
+  options.url.api_key = s.api_key;
+  if (const char* env = std::getenv("OPENAI_API_KEY"); env && s.api_key.empty()) options.url.api_key = env;
+  options.endpoint = s.endpoint.starts_with('/') ? s.endpoint : "/" + s.endpoint;
+  options.max_concurrency = s.max_concurrency;
+  options.seed = s.seed;
+  options.timeout_s = s.timeout;
+  if (s.request_rate != "inf") {
+    char* end = nullptr;
+    options.request_rate = std::strtod(s.request_rate.c_str(), &end);
+    if (end == s.request_rate.c_str() || *end != '\0' || !(options.request_rate > 0))
+      return Fail(fmt::format("--request-rate: expected a positive number or inf, got '{}'", s.request_rate));
+  }
+  std::optional<ModelText> text;
+  if (!s.tokenizer.empty()) {
+    auto loaded = ModelText::ForModel(s.tokenizer, s.tokenizer);
+    if (!loaded.ok()) return Fail(loaded.status().message());
+    if (!loaded->has_tokenizer()) return Fail(s.tokenizer + ": " + loaded->missing());
+    text = std::move(loaded).value();
+    options.tokenizer = text->tokenizer();
+  }
+  const bool random = s.dataset_path.empty();
+  if (random && options.chat() && !options.tokenizer)
+    return Fail("random prompts for " + options.endpoint + " are text: pass --tokenizer (or use /v1/completions)");
+  options.ignore_eos = s.ignore_eos != 0 ? s.ignore_eos > 0 : random;
+
+  if (s.ready_check_timeout > 0) {
+    Status ready = bench::WaitForServer(options.url, s.ready_check_timeout);
+    if (!ready.ok()) return Fail(ready.message());
+  }
+  std::string model = s.model;
+  if (model.empty()) {
+    auto first = bench::FirstServedModel(options.url, std::min(s.timeout, 30.0));
+    if (!first.ok()) return Fail(first.status().message());
+    model = std::move(first).value();
+  }
+  options.model = model;
+
+  std::vector<bench::ServeRequest> requests;
+  if (random) {
+    bench::RandomDatasetOptions r;
+    r.num_prompts = s.num_prompts;
+    r.input_len = s.random_input_len;
+    r.output_len = s.random_output_len;
+    r.range_ratio = s.random_range_ratio;
+    r.prefix_len = s.random_prefix_len;
+    r.vocab = s.random_vocab_size;
+    r.seed = s.seed;
+    requests = bench::RandomDataset(r, options.tokenizer);
+  } else {
+    auto loaded = bench::ShareGptDataset(s.dataset_path, {s.num_prompts, s.sharegpt_output_len, s.seed}, options.tokenizer);
+    if (!loaded.ok()) return Fail(loaded.status().message());
+    requests = std::move(loaded).value();
+  }
+  std::printf("bench serve: %zu requests to %s%s, model %s, %s, request rate %s, max concurrency %s\n", requests.size(),
+              options.url.ToString().c_str(), options.endpoint.c_str(), model.c_str(),
+              random ? fmt::format("random {}+{} in, {} out", s.random_prefix_len, s.random_input_len, s.random_output_len).c_str()
+                     : s.dataset_path.c_str(),
+              s.request_rate.c_str(), s.max_concurrency > 0 ? std::to_string(s.max_concurrency).c_str() : "none");
+  std::fflush(stdout);
+
+  auto report = bench::RunServeBenchmark(options, requests);
+  if (!report.ok()) return Fail(report.status().message());
+  report->Print();
+
+  boost::json::object json{{"benchmark", "serve"},
+                           {"date", NowUtc()},
+                           {"backend", options.chat() ? "openai-chat" : "openai"},
+                           {"base_url", options.url.ToString()},
+                           {"endpoint", options.endpoint},
+                           {"model_id", model},
+                           {"tokenizer_id", s.tokenizer},
+                           {"dataset", random ? "random" : "sharegpt"},
+                           {"dataset_path", s.dataset_path},
+                           {"num_prompts", static_cast<int64_t>(requests.size())},
+                           {"max_concurrency", s.max_concurrency > 0 ? boost::json::value(s.max_concurrency) : nullptr},
+                           {"ignore_eos", options.ignore_eos},
+                           {"seed", s.seed},
+                           {"first_error", report->first_error}};
+  if (std::isfinite(options.request_rate))
+    json["request_rate"] = options.request_rate;
+  else
+    json["request_rate"] = "inf";  // as vLLM writes it: JSON has no infinity
+  if (random) {
+    json["random_input_len"] = s.random_input_len;
+    json["random_output_len"] = s.random_output_len;
+    json["random_prefix_len"] = s.random_prefix_len;
+    json["random_range_ratio"] = s.random_range_ratio;
+  }
+  for (auto& [key, value] : report->ToJson()) json[key] = value;
+  if (int rc = WriteJson(s.output, json); rc != 0) return rc;
+  if (int rc = WriteChart(s.chart, bench::RenderBarChart(ServeChart(s, model, *report))); rc != 0) return rc;
+  if (report->completed == 0) return Fail("every request failed; the first: " + report->first_error);
+  return 0;
+}
+
 void AddModelOptions(CLI::App* cmd, BenchOptions& o) {
   cmd->add_option("-m,--model", o.model, "Model file/folder, or synthetic:PRESET[:TYPE] built in memory")
       ->capture_default_str();
@@ -269,7 +460,7 @@ void AddModelOptions(CLI::App* cmd, BenchOptions& o) {
 
 void AddBenchCommand(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
-  auto* bench = app.add_subcommand("bench", "Benchmarks: throughput (default), batching, prefix-cache, paged-cache, detok, tokenize");
+  auto* bench = app.add_subcommand("bench", "Benchmarks: throughput (default), batching, prefix-cache, paged-cache, detok, tokenize, serve");
   bench->require_subcommand(0, 1);
   AddModelOptions(bench, *o);
   bench->add_option("--prompts", o->prompts, "Requests")->capture_default_str();
@@ -279,25 +470,18 @@ void AddBenchCommand(CLI::App& app) {
   auto* batching = bench->add_subcommand("batching", "1 request vs N concurrent: tokens/s each and the speedup, sweeping 1, 2, 4, ...");
   AddModelOptions(batching, *o);
   batching->add_option("--max-concurrency", o->max_concurrency, "Largest concurrency of the sweep")->capture_default_str();
-  batching->callback([o] {
-    if (int rc = RunBatching(*o); rc != 0) throw CLI::RuntimeError(rc);
-  });
+  batching->add_option("--chart", o->chart, "Draw generation and aggregate decode tokens/s vs concurrency to this SVG file");
+  batching->callback([o] { ExitOnError(RunBatching(*o)); });
   auto* prefix = bench->add_subcommand("prefix-cache", "First prompt MISS, same prompt HIT, different MISS, first again HIT");
   AddModelOptions(prefix, *o);
-  prefix->callback([o] {
-    if (int rc = RunPrefixCache(*o); rc != 0) throw CLI::RuntimeError(rc);
-  });
+  prefix->callback([o] { ExitOnError(RunPrefixCache(*o)); });
   auto* paged = bench->add_subcommand("paged-cache", "20 requests sharing a ~286-token system prompt, with and without prefix sharing");
   AddModelOptions(paged, *o);
-  paged->callback([o] {
-    if (int rc = RunPagedCache(*o); rc != 0) throw CLI::RuntimeError(rc);
-  });
+  paged->callback([o] { ExitOnError(RunPagedCache(*o)); });
   auto* detok = bench->add_subcommand("detok", "Streaming detokenizer: decode-per-token vs incremental at 8 to 4K tokens");
   detok->add_option("--tokenizer", o->tokenizer, "tokenizer.json (or folder), .gguf, or llama2.c tokenizer.bin")->required();
   detok->add_option("--output", o->output, "Write the figures as JSON to this file");
-  detok->callback([o] {
-    if (int rc = RunDetok(*o); rc != 0) throw CLI::RuntimeError(rc);
-  });
+  detok->callback([o] { ExitOnError(RunDetok(*o)); });
   auto t = std::make_shared<TokenizeBenchCli>();
   auto* tokenize = bench->add_subcommand("tokenize", "Encode MB/s on English prose, long inputs at 1x/2x/4x, tokenizers.js side by side");
   tokenize->add_option("--tokenizer", o->tokenizer, "tokenizer.json (or folder), .gguf, or llama2.c tokenizer.bin")->required();
@@ -309,12 +493,46 @@ void AddBenchCommand(CLI::App& app) {
   tokenize->add_flag("--reference", t->reference, "Also time tokenizers.js (node) on the English text");
   tokenize->add_flag("--reference-long", t->reference_long, "--reference with the 1x long inputs too (slow: about a minute)");
   tokenize->add_option("--reference-script", t->reference_script, "The node benchmark script")->capture_default_str();
-  tokenize->callback([o, t] {
-    if (int rc = RunTokenize(*o, *t); rc != 0) throw CLI::RuntimeError(rc);
-  });
+  tokenize->callback([o, t] { ExitOnError(RunTokenize(*o, *t)); });
+  auto sv = std::make_shared<ServeCli>();
+  auto* serve = bench->add_subcommand(
+      "serve", "Online load on any OpenAI-compatible server (parallm serve, vLLM, llama.cpp): TTFT, TPOT, ITL, E2E, tok/s");
+  serve->add_option("--base-url", sv->base_url, "The server")->capture_default_str();
+  serve->add_option("--api-key", sv->api_key, "Sent as 'Authorization: Bearer KEY' (default: $OPENAI_API_KEY)");
+  serve->add_option("--endpoint", sv->endpoint, "/v1/completions or /v1/chat/completions")->capture_default_str();
+  serve->add_option("--model", sv->model, "Model name to send (default: the first id of GET /v1/models)");
+  serve->add_option("--num-prompts", sv->num_prompts, "Requests to send")->capture_default_str();
+  serve->add_option("--request-rate", sv->request_rate, "Requests per second, Poisson arrivals; inf: all at once")
+      ->capture_default_str();
+  serve->add_option("--max-concurrency", sv->max_concurrency, "Requests in flight at most (default: no limit)");
+  serve->add_option("--random-input-len", sv->random_input_len, "Prompt tokens per request (random dataset)")
+      ->capture_default_str();
+  serve->add_option("--random-output-len", sv->random_output_len, "max_tokens per request (random dataset)")
+      ->capture_default_str();
+  serve->add_option("--random-range-ratio", sv->random_range_ratio,
+                    "Draw lengths uniformly in [len*(1-r), len*(1+r)]")->capture_default_str();
+  serve->add_option("--random-prefix-len", sv->random_prefix_len, "Random tokens shared by every prompt, before its own")
+      ->capture_default_str();
+  serve->add_option("--random-vocab-size", sv->random_vocab_size,
+                    "Without --tokenizer, prompt token ids are drawn below this")->capture_default_str();
+  serve->add_option("--dataset-path", sv->dataset_path, "ShareGPT JSON instead of random prompts");
+  serve->add_option("--sharegpt-output-len", sv->sharegpt_output_len, "max_tokens for every ShareGPT request (default: the reply's length)");
+  serve->add_option("--tokenizer", sv->tokenizer,
+                    "tokenizer.json, folder or .gguf: random prompts as text of exact lengths, and token counts");
+  serve->add_flag("--ignore-eos,!--no-ignore-eos", sv->ignore_eos,
+                  "Generate max_tokens whatever the model says (default: on for random prompts, off for ShareGPT)");
+  serve->add_option("--seed", sv->seed, "Seed of the prompts and the arrival times")->capture_default_str();
+  serve->add_option("--timeout", sv->timeout, "Seconds of silence from the server before a request fails")
+      ->capture_default_str();
+  serve->add_option("--ready-check-timeout-sec", sv->ready_check_timeout,
+                    "Wait up to this many seconds for the server to answer GET /v1/models (and /health not 503)")
+      ->capture_default_str();
+  serve->add_option("--output,--save-result", sv->output, "Write the figures as JSON to this file");
+  serve->add_option("--chart", sv->chart, "Draw TTFT/TPOT/ITL/E2E mean, median and p99 to this SVG file");
+  serve->callback([sv] { ExitOnError(RunServe(*sv)); });
   bench->callback([o, bench] {
     if (bench->get_subcommands().empty())
-      if (int rc = RunThroughput(*o); rc != 0) throw CLI::RuntimeError(rc);
+      ExitOnError(RunThroughput(*o));
   });
 }
 

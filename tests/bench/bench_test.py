@@ -7,6 +7,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
+import xml.etree.ElementTree as ET
 
 
 def bench(binary, out, *args):
@@ -36,12 +37,22 @@ def main():
         assert t["peak_memory_bytes"] > 0
 
         b = bench(binary, tmp / "b.json", "batching", *model, "--input-len", "16", "--max-tokens", "5",
-                  "--max-concurrency", "8")
+                  "--max-concurrency", "8", "--chart", str(tmp / "b.svg"))
         assert [row["concurrency"] for row in b["sweep"]] == [1, 2, 4, 8]
         base = b["sweep"][0]["generation_tokens_per_s"]
         for row in b["sweep"]:
             assert row["requests"] == row["concurrency"] and row["generated_tokens"] == 5 * row["concurrency"], row
             assert close(row["speedup"], row["generation_tokens_per_s"] / base), row
+        # --chart: generation and aggregate decode tok/s, one point per concurrency, values as in the JSON.
+        svg = ET.parse(tmp / "b.svg").getroot()
+        ns = "{http://www.w3.org/2000/svg}"
+        points = [e for e in svg.iter(ns + "circle") if e.get("class") == "point"]
+        assert len(points) == 2 * len(b["sweep"]), len(points)
+        gen = [float(p.get("data-value")) for p in points if p.get("data-series").startswith("generation")]
+        assert [float(p.get("data-x")) for p in points[:4]] == [1, 2, 4, 8]
+        assert all(abs(g - row["generation_tokens_per_s"]) <= 1e-3 * max(1, g) for g, row in zip(gen, b["sweep"]))
+        texts = " ".join("".join(t.itertext()) for t in svg.iter(ns + "text"))
+        assert "synthetic:tiny" in texts and "tokens/s" in texts and "concurrent requests" in texts
 
         p = bench(binary, tmp / "p.json", "prefix-cache", *model, "--input-len", "64", "--max-tokens", "2")
         assert [s["result"] for s in p["steps"]] == ["MISS", "HIT", "MISS", "HIT"], p["steps"]

@@ -86,21 +86,32 @@ std::vector<RequestOutput> Engine::Step() {
   std::vector<SampleResult> sampled;
   std::vector<RequestOutput> outputs;
   if (!out.empty()) {
-    const std::vector<float>& logits = runner_.Execute(out);
+    std::vector<float>& logits = runner_.Execute(out);
     const size_t vocab = static_cast<size_t>(model_.config().vocab);
-    std::vector<float> row(vocab);
-    size_t i = 0;
-    for (const ScheduledRequest& s : out.scheduled) {
-      if (!s.samples) continue;
-      Request& r = *s.request;
-      std::span<const float> logits_row(logits.data() + i * vocab, vocab);
-      std::copy(logits_row.begin(), logits_row.end(), row.begin());
-      sampled.push_back(r.sampler.Sample(row, r.prompt(), r.output()));
-      RequestOutput o{r.id, r.parent_id, r.choice_index, {sampled.back().token}, {}, false, nullptr};
-      if (r.params.logprobs >= 0) o.new_samples.push_back(sampled.back());
+    std::vector<const ScheduledRequest*> sampling;
+    for (const ScheduledRequest& s : out.scheduled)
+      if (s.samples) sampling.push_back(&s);
+    // A request about to fork its n - 1 copies needs its row as the model gave it: samplers work in place.
+    std::vector<std::vector<float>> fork_rows(sampling.size());
+    for (size_t i = 0; i < sampling.size(); ++i) {
+      const Request& r = *sampling[i]->request;
+      if (r.params.n > 1 && r.parent_id == 0 && r.num_output_tokens() == 0)
+        fork_rows[i].assign(logits.begin() + static_cast<std::ptrdiff_t>(i * vocab),
+                            logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * vocab));
+    }
+    // Each request samples from its own row with its own RNG: in parallel, and the same on any thread.
+    sampled.resize(sampling.size());
+    pool_.ParallelFor(static_cast<int64_t>(sampling.size()), [&](int64_t i, int) {
+      Request& r = *sampling[static_cast<size_t>(i)]->request;
+      std::span<float> row(logits.data() + static_cast<size_t>(i) * vocab, vocab);
+      sampled[static_cast<size_t>(i)] = r.sampler.Sample(row, r.prompt(), r.output());
+    });
+    for (size_t i = 0; i < sampling.size(); ++i) {
+      const Request& r = *sampling[i]->request;
+      RequestOutput o{r.id, r.parent_id, r.choice_index, {sampled[i].token}, {}, false, nullptr};
+      if (r.params.logprobs >= 0) o.new_samples.push_back(sampled[i]);
       outputs.push_back(std::move(o));
-      if (r.params.n > 1 && r.parent_id == 0 && r.num_output_tokens() == 0) ForkCopies(s, logits_row, &outputs);
-      ++i;
+      if (!fork_rows[i].empty()) ForkCopies(*sampling[i], fork_rows[i], &outputs);
     }
   }
   std::vector<std::unique_ptr<Request>> finished = scheduler_.Update(out, sampled);

@@ -10,7 +10,7 @@ ModelRunner::ModelRunner(Model& model, PagedKvStorage& kv_storage, const KVCache
   PARALLM_CHECK(kv_storage.shape().block_size == kv_manager.block_size());
 }
 
-const std::vector<float>& ModelRunner::Execute(const SchedulerOutput& out) {
+std::vector<float>& ModelRunner::Execute(const SchedulerOutput& out) {
   tokens_.clear();
   positions_.clear();
   slots_.clear();

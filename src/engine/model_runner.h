@@ -16,8 +16,9 @@ class ModelRunner {
  public:
   ModelRunner(Model& model, PagedKvStorage& kv_storage, const KVCacheManager& kv_manager, ThreadPool* pool);
 
-  // Logits [number of sampling requests, vocab], in the order they appear in `out.scheduled`.
-  const std::vector<float>& Execute(const SchedulerOutput& out);
+  // Logits [number of sampling requests, vocab], in the order they appear in `out.scheduled`. The caller may
+  // modify them (samplers work in place); they are overwritten by the next Execute.
+  std::vector<float>& Execute(const SchedulerOutput& out);
 
  private:
   Model& model_;

@@ -20,7 +20,7 @@ struct TokenLogprob {
 
 struct SampleResult {
   int32_t token = 0;
-  float logprob = 0;                 // of the chosen token, under the processed distribution
+  float logprob = 0;                 // of the chosen token under the model's distribution (before processing)
   std::vector<TokenLogprob> top;     // the `logprobs` most likely, when asked
 };
 
@@ -32,9 +32,14 @@ class Sampler {
   SampleResult Sample(std::span<float> logits, std::span<const int32_t> prompt, std::span<const int32_t> output);
 
  private:
+  // Draws from softmax(logits) truncated by top-k, top-p and min-p, with the request's RNG.
+  int32_t Draw(std::span<const float> logits);
+
   SamplingParams params_;
   std::mt19937_64 rng_;
-  std::vector<std::pair<float, int32_t>> candidates_;
+  std::vector<std::pair<float, int32_t>> candidates_;  // (weight, token), best first
+  std::vector<float> weights_;  // exp(logit - max) per token
+  std::vector<float> raw_;      // the logits as the model gave them, when logprobs are asked
   std::unordered_map<int32_t, int32_t> counts_;
 };
 

@@ -1,6 +1,8 @@
 // Sampler: greedy ties, seeded reproducibility, truncation (top-k, top-p, min-p), penalties, logit bias,
 // logprobs, and parameter validation.
 #include <cmath>
+#include <random>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -104,6 +106,115 @@ TEST(SamplingParams, ValidateNamesTheField) {
   p.max_tokens = -1;
   EXPECT_FALSE(p.Validate(10).ok());
   EXPECT_TRUE(SamplingParams{}.Validate(10).ok());
+}
+
+// ArgMax's lane-wise search against a plain scan: ties go to the first index, NaNs are skipped unless first.
+TEST(Sampler, ArgMaxEqualsAPlainScan) {
+  auto plain = [](std::span<const float> v) {
+    int32_t best = 0;
+    for (size_t i = 1; i < v.size(); ++i)
+      if (v[i] > v[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+    return best;
+  };
+  std::mt19937 rng(5);
+  for (size_t n : {1u, 2u, 15u, 16u, 17u, 33u, 1000u, 151936u}) {
+    for (int trial = 0; trial < 6; ++trial) {
+      std::vector<float> v(n);
+      std::uniform_int_distribution<int> small(-3, 3);  // many ties
+      for (float& x : v) x = trial < 3 ? static_cast<float>(small(rng)) : std::normal_distribution<float>()(rng);
+      if (trial == 4 && n > 3) v[n / 2] = std::nanf("");
+      if (trial == 5) v[0] = std::nanf("");
+      EXPECT_EQ(ArgMax(v), plain(v)) << "n " << n << " trial " << trial;
+    }
+  }
+}
+
+// The draw matches the truncated distribution: frequencies over 20,000 draws on a small vocabulary.
+TEST(Sampler, DrawsFollowTheTruncatedDistribution) {
+  const std::vector<double> probs = {0.5, 0.25, 0.15, 0.07, 0.03};
+  struct Case {
+    const char* name;
+    int top_k;
+    float top_p, min_p;
+    std::vector<double> want;  // renormalized over the kept tokens
+  };
+  const std::vector<Case> cases = {
+      {"none", 0, 1.0f, 0.0f, {0.5, 0.25, 0.15, 0.07, 0.03}},
+      {"top_k 2", 2, 1.0f, 0.0f, {0.5 / 0.75, 0.25 / 0.75, 0, 0, 0}},
+      {"top_p 0.8", 0, 0.8f, 0.0f, {0.5 / 0.9, 0.25 / 0.9, 0.15 / 0.9, 0, 0}},
+      {"min_p 0.2", 0, 1.0f, 0.2f, {0.5 / 0.9, 0.25 / 0.9, 0.15 / 0.9, 0, 0}},
+  };
+  for (const Case& c : cases) {
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.top_k = c.top_k;
+    p.top_p = c.top_p;
+    p.min_p = c.min_p;
+    p.seed = 7;
+    Sampler s(p);
+    std::vector<int> counts(probs.size());
+    const int draws = 20000;
+    for (int i = 0; i < draws; ++i) {
+      std::vector<float> logits;
+      for (double q : probs) logits.push_back(static_cast<float>(std::log(q)));
+      ++counts[static_cast<size_t>(s.Sample(logits, {}, {}).token)];
+    }
+    for (size_t t = 0; t < probs.size(); ++t)
+      EXPECT_NEAR(counts[t] / static_cast<double>(draws), c.want[t], 0.015) << c.name << " token " << t;
+  }
+}
+
+// On a real-sized vocabulary the sorted-subset shortcut keeps exactly the nucleus a full sort gives.
+TEST(Sampler, TopPOnALargeVocabularyStaysInTheNucleus) {
+  std::mt19937 rng(11);
+  for (float sharpness : {0.5f, 3.0f, 8.0f}) {  // flat (a random model) to peaked (a trained one)
+    std::vector<float> logits(151936);
+    for (float& l : logits) l = sharpness * std::normal_distribution<float>()(rng);
+    // The nucleus by brute force.
+    std::vector<int32_t> order(logits.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
+             (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+    });
+    const float max_logit = logits[static_cast<size_t>(order[0])];
+    double total = 0;
+    for (float l : logits) total += std::exp(static_cast<double>(l - max_logit));
+    std::set<int32_t> nucleus;
+    double cumulative = 0;
+    for (int32_t id : order) {
+      nucleus.insert(id);
+      cumulative += std::exp(static_cast<double>(logits[static_cast<size_t>(id)] - max_logit)) / total;
+      if (cumulative >= 0.9) break;
+    }
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.top_p = 0.9f;
+    p.seed = 3;
+    Sampler s(p);
+    for (int i = 0; i < 50; ++i) {
+      std::vector<float> row = logits;
+      const int32_t t = s.Sample(row, {}, {}).token;
+      EXPECT_TRUE(nucleus.contains(t)) << "sharpness " << sharpness << " token " << t;
+    }
+  }
+}
+
+// Logprobs are the model's: temperature and bias change the draw, not the reported numbers.
+TEST(Sampler, LogprobsAreTheModelsBeforeProcessing) {
+  SamplingParams p;
+  p.logprobs = 1;
+  p.temperature = 0.5f;
+  p.logit_bias[0] = 5.0f;
+  p.seed = 1;
+  Sampler s(p);
+  std::vector<float> logits = {0, std::log(3.0f), 0};
+  SampleResult r = s.Sample(logits, {}, {});
+  EXPECT_EQ(r.token, 0);  // the bias makes token 0 near certain
+  EXPECT_NEAR(r.logprob, std::log(0.2f), 1e-5);
+  ASSERT_EQ(r.top.size(), 1u);
+  EXPECT_EQ(r.top[0].token, 1);
+  EXPECT_NEAR(r.top[0].logprob, std::log(0.6f), 1e-5);
 }
 
 }  // namespace

@@ -35,16 +35,8 @@ int Run(const ConvertOptions& o) {
   std::string dtype = o.dtype.empty() ? "f32" : o.dtype;
   auto options = ParseWriteOptions(o.to, dtype, o.bits, o.group_size, o.high_bits, o.shard_mb);
   if (!options.ok()) return Fail(options.status().message());
-  ModelWriter writer(loaded->config, loaded->config.rope_style, *options, *vocab);
-  ProgressBar progress("converting " + o.input, static_cast<double>(ParameterCount(loaded->config)) / 1e6,
-                       "M params");
-  Status st = EmitWeights(loaded->config, loaded->weights,
-                          [&](const std::string& name, std::vector<int64_t> shape, std::vector<float> values) {
-                            progress.Add(static_cast<double>(values.size()) / 1e6);
-                            return writer.Add(name, std::move(shape), std::move(values));
-                          });
-  progress.Finish();
-  if (st.ok()) st = writer.Finish(o.output);
+  Status st = WriteModel(loaded->config, loaded->config.rope_style, *options, *vocab, "converting " + o.input, o.output,
+                         [&](const TensorSink& sink) { return EmitWeights(loaded->config, loaded->weights, sink); });
   if (!st.ok()) return Fail(st.message());
   std::fprintf(stderr, "wrote %s (%s, %s)\n", o.output.c_str(), o.to.c_str(), Describe(loaded->config).c_str());
   return 0;
@@ -64,9 +56,7 @@ void AddConvertCommand(CLI::App& app) {
   cmd->add_option("--group-size", o->group_size, "MLX: group size")->capture_default_str();
   cmd->add_option("--high-bits", o->high_bits, "MLX: mixed precision (LM head and some v_proj/down_proj)");
   cmd->add_option("--shard-mb", o->shard_mb, "HF/MLX: safetensors shards of this many MiB");
-  cmd->callback([o] {
-    if (int rc = Run(*o); rc != 0) throw CLI::RuntimeError(rc);
-  });
+  cmd->callback([o] { ExitOnError(Run(*o)); });
 }
 
 }  // namespace parallm::cli

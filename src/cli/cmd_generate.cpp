@@ -178,17 +178,13 @@ void AddGenerateCommands(CLI::App& app) {
   gen->add_option("--seed", g->seed, "Random seed for sampling")->capture_default_str();
   gen->add_flag("--ignore-eos", g->ignore_eos, "Keep generating after the end-of-sequence token");
   gen->add_flag("--json", g->json, "Print one JSON object: ids, text, prompt_tokens, timings");
-  gen->callback([g] {
-    if (int rc = RunGenerate(*g); rc != 0) throw CLI::RuntimeError(rc);
-  });
+  gen->callback([g] { ExitOnError(RunGenerate(*g)); });
 
   auto l = std::make_shared<GenerateOptions>();
   auto* logits = app.add_subcommand("logits", "Write the logits of every prompt position to a .npy file");
   AddCommonOptions(logits, *l);
   logits->add_option("-o,--output", l->output, "Output .npy file (float32 [prompt tokens, vocab])")->required();
-  logits->callback([l] {
-    if (int rc = RunLogits(*l); rc != 0) throw CLI::RuntimeError(rc);
-  });
+  logits->callback([l] { ExitOnError(RunLogits(*l)); });
 }
 
 }  // namespace parallm::cli

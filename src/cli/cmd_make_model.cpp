@@ -78,15 +78,8 @@ int Run(const MakeModelOptions& o) {
     vocab = Vocab::ByteLevel(c.vocab);
   }
   auto start = std::chrono::steady_clock::now();
-  ModelWriter writer(c, RopeStyle::kHalf, *options, vocab);
-  ProgressBar progress("generating " + o.output, static_cast<double>(ParameterCount(c)) / 1e6, "M params");
-  Status st = GenerateRandomWeights(c, o.seed, [&](const std::string& name, std::vector<int64_t> shape,
-                                                   std::vector<float> values) {
-    progress.Add(static_cast<double>(values.size()) / 1e6);
-    return writer.Add(name, std::move(shape), std::move(values));
-  });
-  progress.Finish();
-  if (st.ok()) st = writer.Finish(o.output);
+  Status st = WriteModel(c, RopeStyle::kHalf, *options, vocab, "generating " + o.output, o.output,
+                         [&](const TensorSink& sink) { return GenerateRandomWeights(c, o.seed, sink); });
   if (st.ok() && !tokenizer_json.empty() && options->format != ModelFormat::kGguf) {
     // Folders carry the tokenizer files themselves, as on the Hugging Face hub.
     namespace fs = std::filesystem;
@@ -132,9 +125,7 @@ void AddMakeModelCommand(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "Random seed; the same seed gives the same weights in every format")
       ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "Output .gguf file or folder")->required();
-  cmd->callback([o] {
-    if (int rc = Run(*o); rc != 0) throw CLI::RuntimeError(rc);
-  });
+  cmd->callback([o] { ExitOnError(Run(*o)); });
 }
 
 }  // namespace parallm::cli

@@ -81,9 +81,7 @@ void AddTokenizeCommand(CLI::App& app) {
   cmd->add_flag("--stdin", o->read_stdin, "Read the text from standard input, byte for byte");
   cmd->add_option("--decode", o->decode, "Decode these comma-separated ids instead");
   cmd->add_option("--chat", o->chat, "Render a JSON file of messages with the chat template, then tokenize");
-  cmd->callback([o] {
-    if (int rc = Run(*o); rc != 0) throw CLI::RuntimeError(rc);
-  });
+  cmd->callback([o] { ExitOnError(Run(*o)); });
 }
 
 }  // namespace parallm::cli

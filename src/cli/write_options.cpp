@@ -1,7 +1,10 @@
-// Parsing of the output flags shared by make-model and convert (--format/--to, --dtype, --bits, --group-size).
+// Parsing of the output flags shared by make-model and convert (--format/--to, --dtype, --bits, --group-size), and
+// the write with its progress bar.
 #include "cli/write_options.h"
 
 #include <algorithm>
+
+#include "util/progress.h"
 
 namespace parallm::cli {
 
@@ -45,6 +48,20 @@ Result<WriteOptions> ParseWriteOptions(const std::string& format, const std::str
   if (w.format == ModelFormat::kGguf && (high_bits > 0 || shard_mb > 0))
     return Err("--high-bits and --shard-mb apply to hf/mlx folders only");
   return w;
+}
+
+Status WriteModel(const ModelConfig& config, RopeStyle rope_style, const WriteOptions& options, const Vocab& vocab,
+                  const std::string& label, const std::string& output,
+                  const std::function<Status(const TensorSink&)>& produce) {
+  ModelWriter writer(config, rope_style, options, vocab);
+  ProgressBar progress(label, static_cast<double>(ParameterCount(config)) / 1e6, "M params");
+  Status st = produce([&](const std::string& name, std::vector<int64_t> shape, std::vector<float> values) {
+    progress.Add(static_cast<double>(values.size()) / 1e6);
+    return writer.Add(name, std::move(shape), std::move(values));
+  });
+  progress.Finish();
+  if (st.ok()) st = writer.Finish(output);
+  return st;
 }
 
 }  // namespace parallm::cli

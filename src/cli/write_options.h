@@ -1,6 +1,7 @@
-// The output flags shared by make-model and convert, as WriteOptions.
+// The output side shared by make-model and convert: the flags, as WriteOptions, and writing with a progress bar.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "model/model_writer.h"
@@ -12,5 +13,11 @@ namespace parallm::cli {
 // high_bits > 0 (MLX): mixed precision, see WriteOptions::mlx_high_bits; shard_mb > 0: HF/MLX shards of that size.
 Result<WriteOptions> ParseWriteOptions(const std::string& format, const std::string& dtype, int bits, int group_size,
                                        int high_bits = 0, int shard_mb = 0);
+
+// Writes a model to `output`, showing progress as `label` ("generating x.gguf"): `produce` hands every weight to
+// the sink it is given (GenerateRandomWeights, EmitWeights).
+Status WriteModel(const ModelConfig& config, RopeStyle rope_style, const WriteOptions& options, const Vocab& vocab,
+                  const std::string& label, const std::string& output,
+                  const std::function<Status(const TensorSink&)>& produce);
 
 }  // namespace parallm::cli

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <algorithm>
 
+#include "kernels/fast_exp.h"
 #include "kernels/ops.h"
 
 namespace parallm {
@@ -34,41 +35,20 @@ PARALLM_CLONES float Dot(const float* a, const float* b, int n) {
   return sum;
 }
 
-// exp(x) for x <= 0 (softmax inputs minus their max), vectorizable: 2^n * P(r) with r = x - n ln2 split in two
-// parts and a degree-6 polynomial (Cephes expf coefficients); within ~2 ulp of std::exp on [-87, 0], and
-// exactly 0 below that, where std::exp underflows anyway.
-inline float ExpNonPositive(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  const float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  __builtin_memcpy(&scale, &bits, 4);
-  return p * scale;
-}
-
 // x[i] = exp(x[i] - mx) for i < n; returns the sum, accumulated in 16 lanes merged in a fixed order.
 PARALLM_CLONES float ExpShiftSum(float* x, int64_t n, float mx) {
   float acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int l = 0; l < kLanes; ++l) {
-      x[i + l] = ExpNonPositive(x[i + l] - mx);
+      x[i + l] = ExpClamped(x[i + l] - mx);
       acc[l] += x[i + l];
     }
   for (int width = kLanes / 2; width > 0; width /= 2)
     for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
   float sum = acc[0];
   for (; i < n; ++i) {
-    x[i] = ExpNonPositive(x[i] - mx);
+    x[i] = ExpClamped(x[i] - mx);
     sum += x[i];
   }
   return sum;

@@ -2,6 +2,8 @@
 // whatever the batch, so these keep batch invariance.
 #include "kernels/ops.h"
 
+#include "kernels/fast_exp.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -45,12 +47,34 @@ void ApplyRope(float* x, int n_heads, int head_dim, int rotary_dim, int64_t posi
   }
 }
 
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define PARALLM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define PARALLM_CLONES
+#endif
+
+// 16 values at a time with the polynomial exp, so the loop vectorizes (std::exp is a call per value: a batched
+// decode step spent several percent in it); the same arithmetic on every clone and for the tail.
+PARALLM_CLONES void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  constexpr int kLanes = 16;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    // Through a local block: all loads before any store, so no alias check is needed when out is gate.
+    float block[kLanes];
+    for (int l = 0; l < kLanes; ++l) block[l] = gate[i + l] / (1.0f + ExpClamped(-gate[i + l])) * up[i + l];
+    for (int l = 0; l < kLanes; ++l) out[i + l] = block[l];
+  }
+  for (; i < n; ++i) out[i] = gate[i] / (1.0f + ExpClamped(-gate[i])) * up[i];
+}
+
+namespace ref {
 void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) {
-    float g = gate[i];
+    const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
 }
+}  // namespace ref
 
 void Softmax(float* x, int64_t n) {
   float mx = *std::max_element(x, x + n);

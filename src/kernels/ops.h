@@ -22,10 +22,15 @@ void RopeInvFreqs(int rotary_dim, float theta, const float* freq_factors, float*
 void ApplyRope(float* x, int n_heads, int head_dim, int rotary_dim, int64_t position, const float* inv_freq,
                RopeStyle style);
 
-// out[i] = silu(gate[i]) * up[i]
+// out[i] = silu(gate[i]) * up[i]; out may alias gate or up. Vectorized with a polynomial exp (kernels/fast_exp.h).
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 
 // In-place softmax of n values.
 void Softmax(float* x, int64_t n);
+
+namespace ref {
+// SiluMul with std::exp, one value at a time.
+void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+}  // namespace ref
 
 }  // namespace parallm

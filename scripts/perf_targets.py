@@ -5,8 +5,8 @@ hits both alike, and prints a Markdown table of medians with the exact commands.
 
 Usage: scripts/perf_targets.py NEW_PARALLM [--baseline OLD_PARALLM] [--repeats 3] [--rows decode,aggregate,...]
                                [--json out.json]
-Models are the 0.5B benchmark shape: synthetic:qwen2.5-0.5b:TYPE for GGUF types, and MLX folders written once by
-`parallm make-model` into a scratch folder (--scratch, default /tmp/parallm-perf).
+Models are the 0.5B benchmark shape (random weights), written once by `parallm make-model` into a scratch folder
+(--scratch, default /tmp/parallm-perf): GGUF Q8_0 and Q4_K_M files, MLX 8-bit and 4-bit folders.
 """
 import argparse
 import json
@@ -68,10 +68,8 @@ def http_streams(binary, model, out):
             server.kill()
 
 
-def rows(mlx8, mlx4):
+def rows(mlx8, mlx4, q8, q4):
     """(key, what, target, command args or callable, how to read the figure, unit)."""
-    q8 = "synthetic:qwen2.5-0.5b:q8_0"
-    q4 = "synthetic:qwen2.5-0.5b:q4_k_m"
     decode = lambda j: j["runs"][0]["decode_tokens_per_s"]
     prefill = lambda j: j["runs"][0]["prompt_tokens"] / j["runs"][0]["ttft_mean_s"]
     return [
@@ -118,10 +116,18 @@ def main():
             subprocess.run([a.binary, "make-model", "--preset", "qwen2.5-0.5b", "--format", "mlx", "--bits", str(bits),
                             "-o", path], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         mlx[bits] = path
+    # GGUF files too (written once; a synthetic:... spec would rebuild the model in every run).
+    gguf = {}
+    for dtype in ("q8_0", "q4_k_m"):
+        path = os.path.join(a.scratch, f"qwen2.5-0.5b-{dtype}.gguf")
+        if not os.path.exists(path):
+            subprocess.run([a.binary, "make-model", "--preset", "qwen2.5-0.5b", "--dtype", dtype, "-o", path],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        gguf[dtype] = path
     binaries = [("new", a.binary)] + ([("baseline", a.baseline)] if a.baseline else [])
     results = []
     out = os.path.join(a.scratch, "out.json")
-    for key, what, target, args, read, unit in rows(mlx[8], mlx[4]):
+    for key, what, target, args, read, unit in rows(mlx[8], mlx[4], gguf["q8_0"], gguf["q4_k_m"]):
         if key not in wanted:
             continue
         figures = {name: [] for name, _ in binaries}

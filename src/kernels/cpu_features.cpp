@@ -9,11 +9,38 @@
 
 #include "util/check.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace parallm {
 namespace {
 
 constexpr int kUnset = -1;
 std::atomic<int> g_forced{kUnset};
+
+// AMX: the CPU has the tiles and int8 multiplies (CPUID.7.0:EDX bits 24, 25), the OS saves tile state
+// (XCR0 bits 17, 18), and Linux grants this process the 8 KiB of tile data per thread (arch_prctl
+// ARCH_REQ_XCOMP_PERM, Linux 5.16+; without it the first tile instruction faults).
+bool DetectAmx() {
+#if defined(__linux__) && defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  if (!(edx & (1u << 24)) || !(edx & (1u << 25))) return false;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 27))) return false;  // OSXSAVE
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & (3u << 17)) != (3u << 17)) return false;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
 
 bool Detect(IsaPath p) {
   switch (p) {
@@ -27,6 +54,8 @@ bool Detect(IsaPath p) {
     case IsaPath::kAvx512:
       return Detect(IsaPath::kAvx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    case IsaPath::kAmx:
+      return Detect(IsaPath::kAvx512) && DetectAmx();
 #endif
     default:
       return false;  // kNeon: no NEON kernels are compiled yet (TODO), so the path is never offered
@@ -37,7 +66,8 @@ IsaPath FromEnv() {
   const char* env = std::getenv("PARALLM_ISA");
   if (env == nullptr || *env == '\0') return BestSupportedIsa();
   std::string v(env);
-  for (IsaPath p : {IsaPath::kScalar, IsaPath::kAvx2, IsaPath::kAvxVnni, IsaPath::kAvx512, IsaPath::kNeon}) {
+  for (IsaPath p : {IsaPath::kScalar, IsaPath::kAvx2, IsaPath::kAvxVnni, IsaPath::kAvx512, IsaPath::kNeon,
+                    IsaPath::kAmx}) {
     if (v == IsaName(p)) {
       if (IsIsaSupported(p)) return p;
       std::fprintf(stderr, "PARALLM_ISA=%s is not supported by this CPU; using %s\n", env,
@@ -45,7 +75,7 @@ IsaPath FromEnv() {
       return BestSupportedIsa();
     }
   }
-  std::fprintf(stderr, "PARALLM_ISA=%s is unknown (scalar|avx2|avxvnni|avx512); using %s\n", env,
+  std::fprintf(stderr, "PARALLM_ISA=%s is unknown (scalar|avx2|avxvnni|avx512|amx); using %s\n", env,
                std::string(IsaName(BestSupportedIsa())).c_str());
   return BestSupportedIsa();
 }
@@ -64,18 +94,20 @@ std::string_view IsaName(IsaPath p) {
       return "avx512";
     case IsaPath::kNeon:
       return "neon";
+    case IsaPath::kAmx:
+      return "amx";
   }
   return "?";
 }
 
 bool IsIsaSupported(IsaPath p) {
-  static const bool supported[5] = {Detect(IsaPath::kScalar), Detect(IsaPath::kAvx2), Detect(IsaPath::kAvxVnni),
-                                    Detect(IsaPath::kAvx512), Detect(IsaPath::kNeon)};
+  static const bool supported[6] = {Detect(IsaPath::kScalar), Detect(IsaPath::kAvx2), Detect(IsaPath::kAvxVnni),
+                                    Detect(IsaPath::kAvx512), Detect(IsaPath::kNeon),   Detect(IsaPath::kAmx)};
   return supported[static_cast<int>(p)];
 }
 
 IsaPath BestSupportedIsa() {
-  for (IsaPath p : {IsaPath::kAvx512, IsaPath::kAvxVnni, IsaPath::kAvx2, IsaPath::kNeon})
+  for (IsaPath p : {IsaPath::kAmx, IsaPath::kAvx512, IsaPath::kAvxVnni, IsaPath::kAvx2, IsaPath::kNeon})
     if (IsIsaSupported(p)) return p;
   return IsaPath::kScalar;
 }

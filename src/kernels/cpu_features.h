@@ -11,13 +11,14 @@ enum class IsaPath {
   kAvxVnni,  // AVX2 + AVX-VNNI (vpdpbusd on 256-bit)
   kAvx512,   // AVX-512 F/BW/VL + VNNI (vpdpbusd on 512-bit)
   kNeon,     // ARM64 NEON + dotprod
+  kAmx,      // AVX-512 plus AMX-INT8 tiles for batched int8 products (reads AVX-512's packed weights)
 };
 
 std::string_view IsaName(IsaPath p);
 // The best path this CPU supports.
 IsaPath BestSupportedIsa();
 bool IsIsaSupported(IsaPath p);
-// The path kernels use now: BestSupportedIsa() unless forced (tests; env PARALLM_ISA=scalar|avx2|avxvnni|avx512).
+// The path kernels use now: BestSupportedIsa() unless forced (tests; env PARALLM_ISA=scalar|avx2|avxvnni|avx512|amx).
 IsaPath ActiveIsa();
 // Forces a path for this process (must be supported); used by tests to check every compiled path.
 void ForceIsa(IsaPath p);

@@ -43,6 +43,8 @@ thread_local Scratch t_scratch;  // each thread's panel and accumulator space
 
 const mm::IsaKernels* KernelsFor(IsaPath isa) {
   switch (isa) {
+    case IsaPath::kAmx:
+      return mm::AmxKernels();
     case IsaPath::kAvx512:
       return mm::Avx512Kernels();
     case IsaPath::kAvxVnni:
@@ -56,6 +58,9 @@ const mm::IsaKernels* KernelsFor(IsaPath isa) {
       return nullptr;
   }
 }
+
+// The path whose packed layout `isa` reads: AMX reads the AVX-512 panels.
+IsaPath PackedLayout(IsaPath isa) { return isa == IsaPath::kAmx ? IsaPath::kAvx512 : isa; }
 
 // Row-group ranges per task: enough tasks to balance two to a few threads (tasks are claimed dynamically),
 // few enough that each streams a long run of rows.
@@ -160,13 +165,13 @@ void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_toke
     if (!quant[i] || outs[i].w->rows <= 0) continue;
     const MatrixView& w = *outs[i].w;
     args[i] = mm::QuantArgs{&w, fmts[i], &acts[act_of[i]], outs[i].y, outs[i].y_stride};
-    packed[i] = w.packed != nullptr && w.packed_isa == static_cast<int8_t>(isa) && k->quant_rows_packed != nullptr;
+    packed[i] = w.packed != nullptr && w.packed_isa == static_cast<int8_t>(PackedLayout(isa)) && k->quant_rows_packed != nullptr;
     const int64_t groups = (w.rows + rg - 1) / rg;
     for (int64_t g0 = 0; g0 < groups; g0 += per_task)
       task_list.push_back(Task{static_cast<int>(i), g0 * rg, std::min(w.rows, std::min(groups, g0 + per_task) * rg)});
   }
   const std::vector<Task>& tl = task_list;
-  size_t scratch_bytes = k->scratch_bytes(n_tokens);
+  size_t scratch_bytes = k->scratch_bytes(n_tokens, cols);
   parallel(static_cast<int64_t>(tl.size()), [&](int64_t t, int) {
     const Task& task = tl[static_cast<size_t>(t)];
     auto rows = packed[task.out] ? k->quant_rows_packed : k->quant_rows;
@@ -203,7 +208,7 @@ std::shared_ptr<uint8_t[]> RepackForKernels(MatrixView* w, size_t* bytes) {
   }
   k->pack(*w, fmt, p);
   w->packed = p;
-  w->packed_isa = static_cast<int8_t>(isa);
+  w->packed_isa = static_cast<int8_t>(PackedLayout(isa));
   if (bytes) *bytes = alloc;
   return mem;
 }

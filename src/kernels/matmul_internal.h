@@ -56,8 +56,8 @@ void BlockCodes(const MatrixView& w, QFormat fmt, int64_t r, int64_t b, int16_t*
 
 // ---- Per-ISA entry points -----------------------------------------------------------------------------------
 // Rows are processed in groups of RowGroup() (one row per vector lane); a task covers whole groups, except
-// the last group of the matrix, which may be ragged. Scratch: ScratchBytes(n_tokens) bytes, 64-byte aligned,
-// owned by the calling thread.
+// the last group of the matrix, which may be ragged. Scratch: ScratchBytes(n_tokens, cols) bytes, 64-byte
+// aligned, owned by the calling thread.
 struct QuantArgs {
   const MatrixView* w = nullptr;
   QFormat fmt = QFormat::kQ8_0;
@@ -76,7 +76,7 @@ struct FloatArgs {
 struct IsaKernels {
   int row_group = 16;
   int (*code_offset)(const MatrixView& w, QFormat fmt) = nullptr;
-  size_t (*scratch_bytes)(int64_t n_tokens) = nullptr;
+  size_t (*scratch_bytes)(int64_t n_tokens, int64_t cols) = nullptr;
   // Same contract and bit-identical results as QuantizeActs.
   void (*quantize_acts)(const float* x, int64_t t0, int64_t t1, int code_offset, QuantizedActs* a) = nullptr;
   void (*quant_rows)(const QuantArgs& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) = nullptr;
@@ -92,5 +92,11 @@ struct IsaKernels {
 const IsaKernels* Avx512Kernels();
 const IsaKernels* AvxVnniKernels();
 const IsaKernels* Avx2Kernels();
+const IsaKernels* AmxKernels();  // AVX-512's, with quant_rows_packed on AMX tiles for batches
+
+// The AVX-512 packed layout (RepackForKernels), which the AMX path reads too: bytes per packed block of 16 rows,
+// and whether its codes are nibble-packed (256 code bytes instead of 512).
+int64_t Avx512PackedStride(const MatrixView& w, QFormat fmt);
+bool Avx512PackedNibbles(const MatrixView& w, QFormat fmt);
 
 }  // namespace parallm::mm

@@ -14,7 +14,11 @@ TEST(CpuFeaturesTest, BestPathIsSupportedAndNamed) {
   EXPECT_EQ(IsaName(IsaPath::kAvx512), "avx512");
   EXPECT_EQ(IsaName(IsaPath::kAvxVnni), "avxvnni");
   EXPECT_EQ(IsaName(IsaPath::kAvx2), "avx2");
-  // The paths form a ladder: AVX-512 and AVX-VNNI kernels assume AVX2.
+  EXPECT_EQ(IsaName(IsaPath::kAmx), "amx");
+  // The paths form a ladder: AMX kernels assume AVX-512; AVX-512 and AVX-VNNI kernels assume AVX2.
+  if (IsIsaSupported(IsaPath::kAmx)) {
+    EXPECT_TRUE(IsIsaSupported(IsaPath::kAvx512));
+  }
   if (IsIsaSupported(IsaPath::kAvx512) || IsIsaSupported(IsaPath::kAvxVnni)) {
     EXPECT_TRUE(IsIsaSupported(IsaPath::kAvx2));
   }
@@ -24,7 +28,7 @@ TEST(CpuFeaturesTest, BestPathIsSupportedAndNamed) {
 }
 
 TEST(CpuFeaturesTest, ForceIsaSwitchesActivePath) {
-  for (IsaPath p : {IsaPath::kScalar, IsaPath::kAvx2, IsaPath::kAvxVnni, IsaPath::kAvx512}) {
+  for (IsaPath p : {IsaPath::kScalar, IsaPath::kAvx2, IsaPath::kAvxVnni, IsaPath::kAvx512, IsaPath::kAmx}) {
     if (!IsIsaSupported(p)) continue;
     ForceIsa(p);
     EXPECT_EQ(ActiveIsa(), p);
@@ -34,7 +38,7 @@ TEST(CpuFeaturesTest, ForceIsaSwitchesActivePath) {
 }
 
 TEST(CpuFeaturesDeathTest, ForcingAnUnsupportedPathAborts) {
-  for (IsaPath p : {IsaPath::kAvx2, IsaPath::kAvxVnni, IsaPath::kAvx512, IsaPath::kNeon}) {
+  for (IsaPath p : {IsaPath::kAvx2, IsaPath::kAvxVnni, IsaPath::kAvx512, IsaPath::kNeon, IsaPath::kAmx}) {
     if (IsIsaSupported(p)) continue;
     EXPECT_DEATH(ForceIsa(p), "not supported");
   }

@@ -110,7 +110,7 @@ std::vector<float> MakeActs(int64_t n_tokens, int64_t cols, uint32_t seed) {
 
 std::vector<IsaPath> FastPaths() {
   std::vector<IsaPath> v;
-  for (IsaPath p : {IsaPath::kAvx2, IsaPath::kAvxVnni, IsaPath::kAvx512, IsaPath::kNeon})
+  for (IsaPath p : {IsaPath::kAvx2, IsaPath::kAvxVnni, IsaPath::kAvx512, IsaPath::kNeon, IsaPath::kAmx})
     if (IsIsaSupported(p)) v.push_back(p);
   return v;
 }
@@ -355,7 +355,46 @@ TEST_F(MatMulTest, RepackedEqualsRefEveryPath) {
       }
     }
   }
-  if (BestSupportedIsa() == IsaPath::kAvx512) EXPECT_GT(packed_count, 0);
+  if (BestSupportedIsa() == IsaPath::kAvx512 || BestSupportedIsa() == IsaPath::kAmx) EXPECT_GT(packed_count, 0);
+}
+
+// The AMX path (tiles of 16 tokens x 16 rows over the AVX-512 packed panels) on the shapes its loop nest splits
+// on: full token tiles only, full + ragged, ragged only (under 16 tokens), odd and even block counts (its
+// two-block pipeline), ragged row groups, nibble-packed and biased formats; bit for bit against the twin, with
+// and without the pool, and each token alone (which runs the AVX-512 kernel) equals it inside the batch.
+TEST_F(MatMulTest, AmxTilesEqualRef) {
+  if (!IsIsaSupported(IsaPath::kAmx)) GTEST_SKIP() << "no AMX on this CPU/OS";
+  ThreadPool pool(2);
+  const std::vector<WType> types = {WType(DType::kQ8_0), WType(DType::kQ4_0), WType(DType::kQ4_K),
+                                    WType(DType::kF16, true, {8, 64}), WType(DType::kF16, true, {4, 64}),
+                                    WType(DType::kBF16, true, {4, 32}), WType(DType::kQ6_K)};
+  for (const WType& t : types) {
+    const int64_t a = t.ColAlign();
+    for (int64_t cols : {a * 7, a * 8}) {
+      if (cols % 32 != 0) continue;
+      for (int64_t rows : {16, 45}) {
+        Weights w = MakeWeights(t, rows, cols, 71);
+        MatrixView v = w.view;
+        auto owner = RepackForKernels(&v, nullptr);
+        ASSERT_TRUE(owner != nullptr) << t.Name();
+        for (int64_t n : {8, 15, 16, 32, 37, 64}) {
+          std::vector<float> x = MakeActs(n, cols, 72), y_ref(n * rows), y(n * rows), y1(rows);
+          ref::MatMul(w.view, x.data(), n, y_ref.data(), rows, nullptr);
+          ForceIsa(IsaPath::kAmx);
+          const std::string what = t.Name() + " " + std::to_string(rows) + "x" + std::to_string(cols) + " n=" +
+                                   std::to_string(n);
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            std::fill(y.begin(), y.end(), -1.0f);
+            MatMul(v, x.data(), n, y.data(), rows, p);
+            for (int64_t i = 0; i < n * rows; ++i)
+              ASSERT_TRUE(BitEqual(y[i], y_ref[i])) << what << " at " << i << ": " << y[i] << " vs " << y_ref[i];
+          }
+          MatMul(v, x.data() + (n - 1) * cols, 1, y1.data(), rows, nullptr);
+          for (int64_t r = 0; r < rows; ++r) ASSERT_TRUE(BitEqual(y1[r], y_ref[(n - 1) * rows + r])) << what;
+        }
+      }
+    }
+  }
 }
 
 // MatMulMulti == one MatMul per matrix, bit for bit, with mixed formats (so several activation

@@ -342,7 +342,7 @@ void QuantizeActsAvx512(const float* x, int64_t t0, int64_t t1, int code_offset,
 
 size_t PanelBytes() { return kChunkBlocks * (kCodeBytes + 64 * 2); }
 
-size_t ScratchBytes(int64_t n_tokens) {
+size_t ScratchBytes(int64_t n_tokens, int64_t /*cols*/) {
   return PanelBytes() + static_cast<size_t>(std::min<int64_t>(n_tokens, kTokBlock)) * 64 + 64;
 }
 
@@ -659,6 +659,9 @@ void FloatRows(const FloatArgs& a, int64_t row_begin, int64_t row_end) {
 }
 
 }  // namespace
+
+int64_t Avx512PackedStride(const MatrixView& w, QFormat fmt) { return PackedStride(w, fmt); }
+bool Avx512PackedNibbles(const MatrixView& w, QFormat fmt) { return Nibbles(w, fmt); }
 
 const IsaKernels* Avx512Kernels() {
   static const IsaKernels k{kRows,      &CodeOffset, &ScratchBytes, &QuantizeActsAvx512, &QuantRows,

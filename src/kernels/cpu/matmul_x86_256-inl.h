@@ -299,7 +299,7 @@ struct Prefetcher {
 };
 
 size_t PanelBytes() { return kChunkBlocks * (kCodeBytes + 32 * 2); }
-size_t ScratchBytes(int64_t n_tokens) {
+size_t ScratchBytes(int64_t n_tokens, int64_t /*cols*/) {
   return PanelBytes() + static_cast<size_t>(std::min<int64_t>(n_tokens, kTokBlock)) * 32 + 64;
 }
 int CodeOffset(const MatrixView& w, QFormat fmt) { return CodeOffsetOf<kSignedQ8>(w, fmt); }

@@ -1,0 +1,337 @@
+// The AMX path: batched int8 MatMul on Intel AMX tiles (AMX-INT8, Sapphire Rapids and later), reading the
+// weights the AVX-512 path repacked at load; everything else (activation quantization, unpacked weights,
+// float weights, batches under kMinTokens, Q6_K) is the AVX-512 path's.
+//
+// Why it pays: one tile multiply (16 tokens x 16 rows x 32 columns = 8192 multiply-adds) costs about what 16
+// vpdpbusd do (1024), so for batches the int8 products nearly vanish and what remains is the f32 tail of the
+// formula (cvt, scale * dx, fma per token, row and block), which now bounds the kernel (~1.4x the AVX-512 path
+// at 32-64 tokens). The AVX-512 panel of a block (8 x 64 bytes: register j holds codes 4j..4j+3 of each of 16
+// rows, lane = row) is already the tile layout AMX wants for its right operand (K/4 rows of 16 columns x 4
+// bytes), and the quantized activations ([token][cols] int8) are its left operand as they are, so nothing is
+// repacked again.
+//
+// Loop nest per task: token block (256) > pair of row groups > pair of token tiles (a 2 x 2 block of tiles) >
+// 32-column blocks; per block the four products are stored and their tails run while the tile unit multiplies
+// the next block. A ragged last token tile reads a zero-padded copy of its activations.
+//
+// Bit-exactness: a tile gives C[t][i] = sum qx * code' exactly in int32, where code' is the code itself (signed
+// tiles) or code + offset (unsigned; the tail then adds corr = -offset * sum qx, also exact): the same block dot
+// idot every path computes. The f32 tail then runs per lane exactly as in matmul_avx512.cpp (a C row is one
+// token's 16 rows, one per lane), blocks in order, so this path equals the scalar twin bit for bit, whatever
+// the batch.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/matmul_internal.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-int8")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace parallm::mm {
+namespace {
+
+constexpr int kRows = 16;        // weight rows per group (tile columns)
+constexpr int kTok = 16;         // tokens per tile (tile rows)
+constexpr int kCodeBytes = 512;  // a block's codes for 16 rows (8 x 64 bytes)
+constexpr int kTokBlock = 256;   // tokens per pass over the rows (bounds the scratch, keeps activations in L2)
+// Batches smaller than this run the AVX-512 kernel: below it most of each tile would be empty rows.
+constexpr int64_t kMinTokens = 16;
+constexpr double kStreamOutputBytes = 16e6;  // as the AVX-512 path: large outputs bypass the caches
+
+// Tile registers: a 2 x 2 block of products per 32-column block, two token tiles (A0, A1) by two row groups
+// (B0, B1) into C00..C11. Four independent multiplies keep the tile unit busy through each one's latency, and
+// every A and B load feeds two of them. (Macros, not constants: GCC's tile intrinsics paste the register
+// number into the assembly text.)
+#define kC00 0
+#define kC01 1
+#define kC10 2
+#define kC11 3
+#define kA0 4
+#define kA1 5
+#define kB0 6
+#define kB1 7
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Every tile full height: a ragged last token tile reads a zero-padded copy of its activations instead.
+void ConfigureTiles() {
+  TileConfig c;
+  auto set = [&](int t, int rows, int colsb) {
+    c.rows[t] = static_cast<uint8_t>(rows);
+    c.colsb[t] = static_cast<uint16_t>(colsb);
+  };
+  for (int t : {kC00, kC01, kC10, kC11}) set(t, kTok, 64);
+  set(kA0, kTok, 32);
+  set(kA1, kTok, 32);
+  set(kB0, 8, 64);
+  set(kB1, 8, 64);
+  // Not _tile_loadconfig: GCC 12's version tells the compiler it reads only 8 bytes of the config, so the
+  // other stores may be dropped (seen: SIGILL on the first tile load). The operand here is the whole object.
+  __asm__ volatile("ldtilecfg %0" : : "m"(c));
+}
+
+// Where block b's codes (as the B operand: 8 rows of 64 bytes) and f32 parameters are for one row group.
+// The packed codes are unsigned bytes, code + offset (the AVX-512 kernel's vpdpbusd needs them unsigned).
+// Nibble-packed blocks must be unpacked anyway: there the offset is taken off too, so the signed-by-signed
+// tile multiply gives the block dot itself. 8-bit blocks are read in place (a converted copy costs more than it
+// saves), unsigned, and the f32 tail adds the int correction (-offset * sum qx) where the offset is not 0.
+struct GroupPanel {
+  const uint8_t* base = nullptr;  // the group's first block in the packed copy
+  int64_t stride = 0;             // bytes per packed block
+  int code_bytes = kCodeBytes;    // 256 when nibble-packed
+  int offset = 0;                 // the format's code offset in the packed bytes
+  uint8_t* unpack = nullptr;      // 2 x 512 bytes: converted blocks are written here (alternating)
+
+  const float* Params(int64_t b) const { return reinterpret_cast<const float*>(base + b * stride + code_bytes); }
+  // The codes of block b as tile bytes (see above). Nibble-packed: vector k holds register k in its low nibbles
+  // and register k + 4 in its high ones.
+  const uint8_t* Codes(int64_t b) const {
+    const uint8_t* p = base + b * stride;
+    if (code_bytes == kCodeBytes) return p;
+    uint8_t* out = unpack + (b & 1) * kCodeBytes;
+    const __m512i off = _mm512_set1_epi8(static_cast<char>(offset));
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    for (int k = 0; k < 4; ++k) {
+      const __m512i v = _mm512_load_si512(p + 64 * k);
+      _mm512_store_si512(out + 64 * k, _mm512_sub_epi8(_mm512_and_si512(v, m), off));
+      _mm512_store_si512(out + 64 * (k + 4), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m), off));
+    }
+    return out;
+  }
+};
+
+// One token tile's activations: its int8 rows (A operand) and its parameters block-major ([b][16 tokens]), so
+// the tail reads token i of block b at a fixed offset. Rows past the tile's tokens (ragged tile) are zero in
+// the padded copy and repeat the last token's parameters: they compute values that are never stored.
+struct TileActs {
+  const int8_t* q = nullptr;  // row i at q + i * cols
+  int32_t* corr = nullptr;    // [nb][16]
+  float* d = nullptr;         // [nb][16]
+  float* ds = nullptr;        // [nb][16], biased formats only
+
+  void Fill(const QuantizedActs& a, int64_t t0, int nt, bool bias) {
+    for (int i = 0; i < kTok; ++i) {
+      const int64_t t = t0 + std::min(i, nt - 1);
+      for (int64_t b = 0; b < a.nb; ++b) {
+        corr[b * kTok + i] = a.corr[t * a.nb + b];
+        d[b * kTok + i] = a.d[t * a.nb + b];
+        if (bias) ds[b * kTok + i] = a.ds[t * a.nb + b];
+      }
+    }
+  }
+};
+
+// The f32 tail for block b of one product tile: c holds its block dots (row i = token i of the tile, lane = row
+// of the group), acc the 16 tokens' accumulators for the group's 16 rows.
+template <bool kBias, bool kCorr>
+inline __attribute__((always_inline)) void Tail(const int32_t* c, const TileActs& ta, int64_t b, const float* params,
+                                                float* acc) {
+  const __m512 scale = _mm512_load_ps(params);
+  __m512 bias;
+  if constexpr (kBias) bias = _mm512_load_ps(params + 16);
+  const int32_t* corr = ta.corr + b * kTok;
+  const float* d = ta.d + b * kTok;
+  const float* ds = ta.ds + b * kTok;
+#pragma GCC unroll 16
+  for (int i = 0; i < kTok; ++i) {
+    __m512i idot = _mm512_load_si512(c + 16 * i);
+    if constexpr (kCorr) idot = _mm512_add_epi32(idot, _mm512_set1_epi32(corr[i]));
+    __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(idot), _mm512_mul_ps(scale, _mm512_set1_ps(d[i])),
+                               _mm512_load_ps(acc + 16 * i));
+    if constexpr (kBias) f = _mm512_fmadd_ps(bias, _mm512_set1_ps(ds[i]), f);
+    _mm512_store_ps(acc + 16 * i, f);
+  }
+}
+
+// Outputs of one product tile: tokens [t0, t0 + nt) x rows [r0, r0 + nrows).
+void Store(const QuantArgs& args, const float* acc, int64_t t0, int nt, int64_t r0, int nrows, bool stream) {
+  const __mmask16 m = static_cast<__mmask16>((1u << nrows) - 1);
+  for (int i = 0; i < nt; ++i) {
+    float* dst = args.y + (t0 + i) * args.y_stride + r0;
+    const __m512 v = _mm512_load_ps(acc + 16 * i);
+    if (stream && nrows == kRows && (reinterpret_cast<uintptr_t>(dst) & 63) == 0) {
+      _mm512_stream_ps(dst, v);
+    } else {
+      _mm512_mask_storeu_ps(dst, m, v);
+    }
+  }
+}
+
+// All blocks for token tiles t[0], t[1] x row groups g[0], g[1] (a missing second tile or group repeats the
+// first in the tile registers, and its tails and outputs are skipped).
+template <bool kBias, bool kSigned, bool kCorr>
+void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2], bool has_t1,
+          const GroupPanel* g[2], int64_t r0[2], int nrows[2], bool has_g1, int32_t* cbuf, float* acc, bool stream) {
+  const int64_t nb = args.acts->nb, cols = args.acts->cols;
+  std::memset(acc, 0, 4 * 256 * sizeof(float));
+// (A signed activations; B signed or unsigned codes, see GroupPanel.)
+#define Dp(c, a, b)           \
+  if constexpr (kSigned) {    \
+    _tile_dpbssd(c, a, b);    \
+  } else {                    \
+    _tile_dpbsud(c, a, b);    \
+  }
+  auto issue = [&](int64_t b) {
+    _tile_loadd(kA0, t[0]->q + b * 32, cols);
+    _tile_loadd(kA1, t[1]->q + b * 32, cols);
+    _tile_loadd(kB0, g[0]->Codes(b), 64);
+    _tile_loadd(kB1, g[1]->Codes(b), 64);
+    _tile_zero(kC00);
+    _tile_zero(kC01);
+    _tile_zero(kC10);
+    _tile_zero(kC11);
+    Dp(kC00, kA0, kB0);
+    Dp(kC01, kA0, kB1);
+    Dp(kC10, kA1, kB0);
+    Dp(kC11, kA1, kB1);
+  };
+  issue(0);
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t* c = cbuf + (b & 1) * 1024;
+    _tile_stored(kC00, c, 64);
+    _tile_stored(kC01, c + 256, 64);
+    _tile_stored(kC10, c + 512, 64);
+    _tile_stored(kC11, c + 768, 64);
+    // The tile unit multiplies block b + 1 while the vector units finish block b.
+    if (b + 1 < nb) issue(b + 1);
+    Tail<kBias, kCorr>(c, *t[0], b, g[0]->Params(b), acc);
+    if (has_g1) Tail<kBias, kCorr>(c + 256, *t[0], b, g[1]->Params(b), acc + 256);
+    if (has_t1) Tail<kBias, kCorr>(c + 512, *t[1], b, g[0]->Params(b), acc + 512);
+    if (has_t1 && has_g1) Tail<kBias, kCorr>(c + 768, *t[1], b, g[1]->Params(b), acc + 768);
+  }
+#undef Dp
+  Store(args, acc, t0[0], nt[0], r0[0], nrows[0], stream);
+  if (has_g1) Store(args, acc + 256, t0[0], nt[0], r0[1], nrows[1], stream);
+  if (has_t1) Store(args, acc + 512, t0[1], nt[1], r0[0], nrows[0], stream);
+  if (has_t1 && has_g1) Store(args, acc + 768, t0[1], nt[1], r0[1], nrows[1], stream);
+}
+
+// Scratch: tile sums (2 x 4 KiB), unpack buffers (2 x 1 KiB), accumulators (4 KiB), the padded ragged tile
+// (16 x cols), then each token tile's parameters (3 x nb x 16 x 4 bytes per tile).
+constexpr size_t kFixedScratch = 8192 + 2048 + 4096;
+size_t ScratchBytes(int64_t n_tokens, int64_t cols) {
+  const int64_t tiles = (std::min<int64_t>(n_tokens, kTokBlock) + kTok - 1) / kTok;
+  const size_t amx = kFixedScratch + static_cast<size_t>(kTok * cols + tiles * 3 * (cols / 32) * kTok * 4);
+  return std::max(Avx512Kernels()->scratch_bytes(n_tokens, cols), amx);
+}
+
+template <bool kBias, bool kSigned, bool kCorr>
+void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  const MatrixView& w = *args.w;
+  const QuantizedActs& a = *args.acts;
+  const int64_t nb = a.nb, n_tokens = a.n_tokens, cols = a.cols;
+  const bool stream = static_cast<double>(n_tokens) * static_cast<double>(w.rows) * 4 > kStreamOutputBytes;
+  auto* cbuf = reinterpret_cast<int32_t*>(scratch);
+  uint8_t* unpack = scratch + 8192;
+  auto* acc = reinterpret_cast<float*>(scratch + 8192 + 2048);
+  auto* pad = reinterpret_cast<int8_t*>(scratch + kFixedScratch);
+  auto* params = reinterpret_cast<uint8_t*>(pad + kTok * cols);
+  GroupPanel panels[2];
+  for (int j = 0; j < 2; ++j) {
+    panels[j].stride = Avx512PackedStride(w, args.fmt);
+    panels[j].code_bytes = Avx512PackedNibbles(w, args.fmt) ? kCodeBytes / 2 : kCodeBytes;
+    panels[j].offset = Avx512Kernels()->code_offset(w, args.fmt);
+    panels[j].unpack = unpack + j * 2 * kCodeBytes;
+  }
+  ConfigureTiles();
+  TileActs tiles[kTokBlock / kTok];
+  for (int64_t tb0 = 0; tb0 < n_tokens; tb0 += kTokBlock) {
+    const int64_t nt_blk = std::min<int64_t>(kTokBlock, n_tokens - tb0);
+    const int n_tiles = static_cast<int>((nt_blk + kTok - 1) / kTok);
+    for (int k = 0; k < n_tiles; ++k) {
+      TileActs& ta = tiles[k];
+      const size_t one = static_cast<size_t>(nb * kTok * 4);
+      ta.corr = reinterpret_cast<int32_t*>(params + (3 * k + 0) * one);
+      ta.d = reinterpret_cast<float*>(params + (3 * k + 1) * one);
+      ta.ds = reinterpret_cast<float*>(params + (3 * k + 2) * one);
+      const int64_t t0 = tb0 + k * kTok;
+      const int nt = static_cast<int>(std::min<int64_t>(kTok, tb0 + nt_blk - t0));
+      ta.Fill(a, t0, nt, kBias);
+      ta.q = a.q + t0 * cols;
+      if (nt < kTok) {
+        std::memcpy(pad, ta.q, static_cast<size_t>(nt * cols));
+        std::memset(pad + nt * cols, 0, static_cast<size_t>((kTok - nt) * cols));
+        ta.q = pad;
+      }
+    }
+    for (int64_t g0 = row_begin; g0 < row_end; g0 += 2 * kRows) {
+      int64_t r0[2] = {g0, g0 + kRows};
+      int nrows[2] = {static_cast<int>(std::min<int64_t>(kRows, row_end - g0)), 0};
+      const bool has_g1 = r0[1] < row_end;
+      if (has_g1) nrows[1] = static_cast<int>(std::min<int64_t>(kRows, row_end - r0[1]));
+      panels[0].base = w.packed + (r0[0] / kRows) * nb * panels[0].stride;
+      panels[1].base = has_g1 ? w.packed + (r0[1] / kRows) * nb * panels[1].stride : panels[0].base;
+      const GroupPanel* g[2] = {&panels[0], &panels[1]};
+      for (int k = 0; k < n_tiles; k += 2) {
+        const bool has_t1 = k + 1 < n_tiles;
+        const TileActs* t[2] = {&tiles[k], &tiles[has_t1 ? k + 1 : k]};
+        int64_t t0[2] = {tb0 + k * kTok, tb0 + (k + 1) * kTok};
+        int nt[2] = {static_cast<int>(std::min<int64_t>(kTok, tb0 + nt_blk - t0[0])), 0};
+        if (has_t1) nt[1] = static_cast<int>(std::min<int64_t>(kTok, tb0 + nt_blk - t0[1]));
+        Quad<kBias, kSigned, kCorr>(args, t, t0, nt, has_t1, g, r0, nrows, has_g1, cbuf, acc, stream);
+      }
+    }
+  }
+  _tile_release();
+  _mm_sfence();  // streaming stores, if any, are visible before the task reports done
+}
+
+void QuantRowsPacked(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  // Q6_K's two scales per block would need half-height tiles; it stays on AVX-512 with the small batches.
+  if (args.acts->n_tokens < kMinTokens || SubBlocks(args.fmt) != 1) {
+    Avx512Kernels()->quant_rows_packed(args, row_begin, row_end, scratch);
+    return;
+  }
+  const bool offset = Avx512Kernels()->code_offset(*args.w, args.fmt) != 0;
+  const bool nibbles = Avx512PackedNibbles(*args.w, args.fmt);
+  const bool bias = HasBias(args.fmt);
+  // <bias, signed codes, int correction>: the combinations the formats have (Q8_0, Q4_0, Q4_K, MLX).
+  if (!offset) {
+    bias ? RowsT<true, false, false>(args, row_begin, row_end, scratch)
+         : RowsT<false, false, false>(args, row_begin, row_end, scratch);
+  } else if (nibbles) {
+    bias ? RowsT<true, true, false>(args, row_begin, row_end, scratch)
+         : RowsT<false, true, false>(args, row_begin, row_end, scratch);
+  } else {
+    bias ? RowsT<true, false, true>(args, row_begin, row_end, scratch)
+         : RowsT<false, false, true>(args, row_begin, row_end, scratch);
+  }
+}
+
+}  // namespace
+
+const IsaKernels* AmxKernels() {
+  static const IsaKernels k = [] {
+    IsaKernels k = *Avx512Kernels();
+    k.scratch_bytes = &ScratchBytes;
+    k.quant_rows_packed = &QuantRowsPacked;
+    return k;
+  }();
+  return &k;
+}
+
+}  // namespace parallm::mm
+
+#undef kC00
+#undef kC01
+#undef kC10
+#undef kC11
+#undef kA0
+#undef kA1
+#undef kB0
+#undef kB1
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options

@@ -95,8 +95,10 @@ const IsaKernels* Avx2Kernels();
 const IsaKernels* AmxKernels();  // AVX-512's, with quant_rows_packed on AMX tiles for batches
 
 // The AVX-512 packed layout (RepackForKernels), which the AMX path reads too: bytes per packed block of 16 rows,
-// and whether its codes are nibble-packed (256 code bytes instead of 512).
+// whether its codes are nibble-packed (256 code bytes instead of 512), and how its parameters are stored (a
+// cpu/packed_params-inl.h ParamKind).
 int64_t Avx512PackedStride(const MatrixView& w, QFormat fmt);
 bool Avx512PackedNibbles(const MatrixView& w, QFormat fmt);
+int Avx512PackedParamKind(const MatrixView& w, QFormat fmt);
 
 }  // namespace parallm::mm

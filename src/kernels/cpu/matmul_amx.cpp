@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "kernels/matmul_internal.h"
+#include "util/check.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-int8")
@@ -35,6 +36,8 @@
 
 namespace parallm::mm {
 namespace {
+
+#include "kernels/cpu/packed_params-inl.h"
 
 constexpr int kRows = 16;        // weight rows per group (tile columns)
 constexpr int kTok = 16;         // tokens per tile (tile rows)
@@ -94,7 +97,7 @@ struct GroupPanel {
   int offset = 0;                 // the format's code offset in the packed bytes
   uint8_t* unpack = nullptr;      // 2 x 512 bytes: converted blocks are written here (alternating)
 
-  const float* Params(int64_t b) const { return reinterpret_cast<const float*>(base + b * stride + code_bytes); }
+  const uint8_t* Params(int64_t b) const { return base + b * stride + code_bytes; }
   // The codes of block b as tile bytes (see above). Nibble-packed: vector k holds register k in its low nibbles
   // and register k + 4 in its high ones.
   const uint8_t* Codes(int64_t b) const {
@@ -104,7 +107,7 @@ struct GroupPanel {
     const __m512i off = _mm512_set1_epi8(static_cast<char>(offset));
     const __m512i m = _mm512_set1_epi8(0x0F);
     for (int k = 0; k < 4; ++k) {
-      const __m512i v = _mm512_load_si512(p + 64 * k);
+      const __m512i v = _mm512_loadu_si512(p + 64 * k);
       _mm512_store_si512(out + 64 * k, _mm512_sub_epi8(_mm512_and_si512(v, m), off));
       _mm512_store_si512(out + 64 * (k + 4), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m), off));
     }
@@ -135,12 +138,12 @@ struct TileActs {
 
 // The f32 tail for block b of one product tile: c holds its block dots (row i = token i of the tile, lane = row
 // of the group), acc the 16 tokens' accumulators for the group's 16 rows.
-template <bool kBias, bool kCorr>
-inline __attribute__((always_inline)) void Tail(const int32_t* c, const TileActs& ta, int64_t b, const float* params,
-                                                float* acc) {
-  const __m512 scale = _mm512_load_ps(params);
+template <bool kBias, bool kCorr, ParamKind kPk>
+inline __attribute__((always_inline)) void Tail(const int32_t* c, const TileActs& ta, int64_t b,
+                                                const uint8_t* params, float* acc) {
+  const __m512 scale = LoadParams<kPk>(params, 0);
   __m512 bias;
-  if constexpr (kBias) bias = _mm512_load_ps(params + 16);
+  if constexpr (kBias) bias = LoadParams<kPk>(params, 1);
   const int32_t* corr = ta.corr + b * kTok;
   const float* d = ta.d + b * kTok;
   const float* ds = ta.ds + b * kTok;
@@ -171,7 +174,7 @@ void Store(const QuantArgs& args, const float* acc, int64_t t0, int nt, int64_t 
 
 // All blocks for token tiles t[0], t[1] x row groups g[0], g[1] (a missing second tile or group repeats the
 // first in the tile registers, and its tails and outputs are skipped).
-template <bool kBias, bool kSigned, bool kCorr>
+template <bool kBias, bool kSigned, bool kCorr, ParamKind kPk>
 void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2], bool has_t1,
           const GroupPanel* g[2], int64_t r0[2], int nrows[2], bool has_g1, int32_t* cbuf, float* acc, bool stream) {
   const int64_t nb = args.acts->nb, cols = args.acts->cols;
@@ -206,10 +209,10 @@ void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2],
     _tile_stored(kC11, c + 768, 64);
     // The tile unit multiplies block b + 1 while the vector units finish block b.
     if (b + 1 < nb) issue(b + 1);
-    Tail<kBias, kCorr>(c, *t[0], b, g[0]->Params(b), acc);
-    if (has_g1) Tail<kBias, kCorr>(c + 256, *t[0], b, g[1]->Params(b), acc + 256);
-    if (has_t1) Tail<kBias, kCorr>(c + 512, *t[1], b, g[0]->Params(b), acc + 512);
-    if (has_t1 && has_g1) Tail<kBias, kCorr>(c + 768, *t[1], b, g[1]->Params(b), acc + 768);
+    Tail<kBias, kCorr, kPk>(c, *t[0], b, g[0]->Params(b), acc);
+    if (has_g1) Tail<kBias, kCorr, kPk>(c + 256, *t[0], b, g[1]->Params(b), acc + 256);
+    if (has_t1) Tail<kBias, kCorr, kPk>(c + 512, *t[1], b, g[0]->Params(b), acc + 512);
+    if (has_t1 && has_g1) Tail<kBias, kCorr, kPk>(c + 768, *t[1], b, g[1]->Params(b), acc + 768);
   }
 #undef Dp
   Store(args, acc, t0[0], nt[0], r0[0], nrows[0], stream);
@@ -227,7 +230,7 @@ size_t ScratchBytes(int64_t n_tokens, int64_t cols) {
   return std::max(Avx512Kernels()->scratch_bytes(n_tokens, cols), amx);
 }
 
-template <bool kBias, bool kSigned, bool kCorr>
+template <bool kBias, bool kSigned, bool kCorr, ParamKind kPk>
 void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
   const MatrixView& w = *args.w;
   const QuantizedActs& a = *args.acts;
@@ -280,7 +283,7 @@ void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* s
         int64_t t0[2] = {tb0 + k * kTok, tb0 + (k + 1) * kTok};
         int nt[2] = {static_cast<int>(std::min<int64_t>(kTok, tb0 + nt_blk - t0[0])), 0};
         if (has_t1) nt[1] = static_cast<int>(std::min<int64_t>(kTok, tb0 + nt_blk - t0[1]));
-        Quad<kBias, kSigned, kCorr>(args, t, t0, nt, has_t1, g, r0, nrows, has_g1, cbuf, acc, stream);
+        Quad<kBias, kSigned, kCorr, kPk>(args, t, t0, nt, has_t1, g, r0, nrows, has_g1, cbuf, acc, stream);
       }
     }
   }
@@ -297,17 +300,21 @@ void QuantRowsPacked(const QuantArgs& args, int64_t row_begin, int64_t row_end, 
   const bool offset = Avx512Kernels()->code_offset(*args.w, args.fmt) != 0;
   const bool nibbles = Avx512PackedNibbles(*args.w, args.fmt);
   const bool bias = HasBias(args.fmt);
-  // <bias, signed codes, int correction>: the combinations the formats have (Q8_0, Q4_0, Q4_K, MLX).
-  if (!offset) {
-    bias ? RowsT<true, false, false>(args, row_begin, row_end, scratch)
-         : RowsT<false, false, false>(args, row_begin, row_end, scratch);
-  } else if (nibbles) {
-    bias ? RowsT<true, true, false>(args, row_begin, row_end, scratch)
-         : RowsT<false, true, false>(args, row_begin, row_end, scratch);
-  } else {
-    bias ? RowsT<true, false, true>(args, row_begin, row_end, scratch)
-         : RowsT<false, false, true>(args, row_begin, row_end, scratch);
+  const auto pk = static_cast<ParamKind>(Avx512PackedParamKind(*args.w, args.fmt));
+  // <bias, signed codes, int correction, parameters>: the combinations the formats with one scale per block have.
+  using Fn = void (*)(const QuantArgs&, int64_t, int64_t, uint8_t*);
+  Fn fn = nullptr;
+  if (bias) {  // Q4_K (f32 parameters), MLX (f16, bf16 or f32): codes without offset
+    fn = pk == ParamKind::kF16    ? &RowsT<true, false, false, ParamKind::kF16>
+         : pk == ParamKind::kBF16 ? &RowsT<true, false, false, ParamKind::kBF16>
+                                  : &RowsT<true, false, false, ParamKind::kF32>;
+  } else if (offset && nibbles) {  // Q4_0
+    fn = &RowsT<false, true, false, ParamKind::kF16>;
+  } else if (offset) {  // Q8_0
+    fn = &RowsT<false, false, true, ParamKind::kF16>;
   }
+  PARALLM_CHECK(fn != nullptr && (bias || pk == ParamKind::kF16));
+  fn(args, row_begin, row_end, scratch);
 }
 
 }  // namespace

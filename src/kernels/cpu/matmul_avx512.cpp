@@ -36,6 +36,7 @@ namespace parallm::mm {
 namespace {
 
 #include "kernels/cpu/x86_unpack-inl.h"
+#include "kernels/cpu/packed_params-inl.h"
 
 constexpr int kRows = 16;          // rows per group: one per 32-bit lane of a zmm
 constexpr int kChunkBlocks = 32;   // 32-column blocks per panel chunk (1024 columns)
@@ -220,7 +221,8 @@ inline __m512i Bcast4(const int8_t* p) {
 // accumulators across chunks. kSubs: int sums per block (2 for Q6_K); kBias: Q4_K / MLX bias term.
 // kNib: the panel's codes are nibble-packed (repacked 4-bit formats): 4 vectors per block, vector k holding
 // register k in its low nibbles and register k + 4 in its high nibbles.
-template <int T, int kSubs, bool kBias, bool kNib>
+// kPk: how the block's parameters are stored (packed_params-inl.h; panels built per call hold f32).
+template <int T, int kSubs, bool kBias, bool kNib, ParamKind kPk>
 void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0,
           float* acc) {
   constexpr int kCB = kNib ? kCodeBytes / 2 : kCodeBytes;
@@ -240,31 +242,48 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
   }
   for (int64_t b = 0; b < nbc; ++b) {
     const uint8_t* pb = panel + b * stride;
-    const auto* params = reinterpret_cast<const float*>(pb + kCB);
+    const uint8_t* params = pb + kCB;
 #pragma GCC unroll 2
     for (int s = 0; s < kSubs; ++s) {
-      __m512i ia[T];
+      // With one or two tokens the 8 vpdpbusd per block would form one dependent chain per token, bound by
+      // the instruction's latency: split into two chains (even and odd j) summed at the end; int32 sums are
+      // exact, so the block dot is unchanged.
+      constexpr int kChains = T <= 2 ? 2 : 1;
+      __m512i ia[T], ib[T];
 #pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) ia[t] = _mm512_set1_epi32(corr[t][b * kSubs + s]);
+      for (int t = 0; t < T; ++t) {
+        ia[t] = _mm512_set1_epi32(corr[t][b * kSubs + s]);
+        ib[t] = _mm512_setzero_si512();
+      }
 #pragma GCC unroll 8
       for (int j = s * (8 / kSubs); j < (s + 1) * (8 / kSubs); ++j) {
         __m512i wj;
         if constexpr (kNib) {
-          const __m512i v = _mm512_load_si512(pb + 64 * (j & 3));
+          const __m512i v = _mm512_loadu_si512(pb + 64 * (j & 3));
           wj = _mm512_and_si512(j < 4 ? v : _mm512_srli_epi16(v, 4), nib_mask);
         } else {
-          wj = _mm512_load_si512(pb + 64 * j);
+          wj = _mm512_loadu_si512(pb + 64 * j);
         }
 #pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) ia[t] = _mm512_dpbusd_epi32(ia[t], wj, Bcast4(xq[t] + b * 32 + 4 * j));
+        for (int t = 0; t < T; ++t) {
+          if (kChains == 2 && (j & 1)) {
+            ib[t] = _mm512_dpbusd_epi32(ib[t], wj, Bcast4(xq[t] + b * 32 + 4 * j));
+          } else {
+            ia[t] = _mm512_dpbusd_epi32(ia[t], wj, Bcast4(xq[t] + b * 32 + 4 * j));
+          }
+        }
       }
-      const __m512 scale = _mm512_load_ps(params + 16 * s);
+      if constexpr (kChains == 2) {
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) ia[t] = _mm512_add_epi32(ia[t], ib[t]);
+      }
+      const __m512 scale = LoadParams<kPk>(params, s);
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t)
         f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), _mm512_mul_ps(scale, _mm512_set1_ps(dx[t][b])), f[t]);
     }
     if constexpr (kBias) {
-      const __m512 bias = _mm512_load_ps(params + 16);
+      const __m512 bias = LoadParams<kPk>(params, 1);
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) f[t] = _mm512_fmadd_ps(bias, _mm512_set1_ps(ds[t][b]), f[t]);
     }
@@ -273,19 +292,19 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
   for (int t = 0; t < T; ++t) _mm512_store_ps(acc + 16 * t, f[t]);
 }
 
-template <int kSubs, bool kBias, bool kNib, int... Ts>
+template <int kSubs, bool kBias, bool kNib, ParamKind kPk, int... Ts>
 void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, int64_t stride, int64_t nbc,
                  const QuantizedActs& a, int64_t t0, int64_t b0, float* acc) {
   using Fn = void (*)(const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t, float*);
-  static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kNib>...};
+  static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kNib, kPk>...};
   kTiles[tt - 1](panel, stride, nbc, a, t0, b0, acc);
 }
 
 // Tile for tt (1..kTokTile) tokens.
-template <int kSubs, bool kBias, bool kNib = false>
+template <int kSubs, bool kBias, bool kNib = false, ParamKind kPk = ParamKind::kF32>
 void RunTile(int tt, const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
              int64_t b0, float* acc) {
-  RunTileImpl<kSubs, kBias, kNib>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, stride, nbc, a, t0, b0,
+  RunTileImpl<kSubs, kBias, kNib, kPk>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, stride, nbc, a, t0, b0,
                                   acc);
 }
 
@@ -456,13 +475,25 @@ void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_
 // The panels QuantRowsT builds per call, built once: row group g's block b at packed + (g * nb + b) * stride,
 // groups and blocks in order, so a task streams one contiguous run of bytes. Formats whose codes fit in 4
 // bits (Q4_0, Q4_K, MLX 2-4 bit) keep them nibble-packed (256 code bytes per block instead of 512), so a
-// 4-bit model reads about two thirds of an 8-bit one's bytes. The panel bytes and parameters are exactly
-// those BuildPanel makes, so results are bit-identical to the on-the-fly path.
+// 4-bit model reads about two thirds of an 8-bit one's bytes; parameters that came from 16-bit values (Q8_0 and
+// Q4_0 scales, MLX f16/bf16 scales and biases) are stored as those (packed_params-inl.h). The codes and the
+// parameters' f32 values are exactly those BuildPanel makes, so results are bit-identical to the on-the-fly path.
 bool Nibbles(const MatrixView& w, QFormat fmt) {
   return fmt == QFormat::kQ4_0 || fmt == QFormat::kQ4_K || (fmt == QFormat::kMlx && w.mlx.bits <= 4);
 }
+ParamKind PackedParams(const MatrixView& w, QFormat fmt) {
+  switch (fmt) {
+    case QFormat::kQ8_0:
+    case QFormat::kQ4_0:
+      return ParamKind::kF16;
+    case QFormat::kMlx:
+      return w.dtype == DType::kF16 ? ParamKind::kF16 : w.dtype == DType::kBF16 ? ParamKind::kBF16 : ParamKind::kF32;
+    default:
+      return ParamKind::kF32;  // K-quant scales are products (d * sub-block scale), not 16-bit values
+  }
+}
 int64_t PackedStride(const MatrixView& w, QFormat fmt) {
-  return (Nibbles(w, fmt) ? kCodeBytes / 2 : kCodeBytes) + 64 * ParamVectors(fmt);
+  return (Nibbles(w, fmt) ? kCodeBytes / 2 : kCodeBytes) + ParamBytes(PackedParams(w, fmt)) * ParamVectors(fmt);
 }
 
 size_t PackedBytes(const MatrixView& w, QFormat fmt) {
@@ -494,14 +525,26 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
         if (nib) {
           for (int k = 0; k < 4; ++k) {
             const __m512i lo = _mm512_load_si512(src + 64 * k), hi = _mm512_load_si512(src + 64 * (k + 4));
-            _mm512_store_si512(dst + 64 * k,
-                               _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(_mm512_and_si512(hi, m4), 4)));
+            _mm512_storeu_si512(dst + 64 * k,
+                                _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(_mm512_and_si512(hi, m4), 4)));
           }
           code_bytes = kCodeBytes / 2;
         } else {
           std::memcpy(dst, src, kCodeBytes);
         }
-        std::memcpy(dst + code_bytes, src + kCodeBytes, static_cast<size_t>(64 * pv));
+        const ParamKind pk = PackedParams(w, fmt);
+        for (int v = 0; v < pv; ++v) {
+          const __m512 f = _mm512_load_ps(reinterpret_cast<const float*>(src + kCodeBytes) + 16 * v);
+          uint8_t* out_v = dst + code_bytes + ParamBytes(pk) * v;
+          if (pk == ParamKind::kF32) {
+            _mm512_storeu_ps(reinterpret_cast<float*>(out_v), f);
+          } else if (pk == ParamKind::kF16) {  // exact: each value came from an f16
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_v), _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
+          } else {  // bf16: the top half of each f32, exact for the same reason
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_v),
+                                _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(f), 16)));
+          }
+        }
       }
     }
   }
@@ -512,7 +555,7 @@ void Pack(const MatrixView& w, QFormat fmt, uint8_t* out) {
 }
 
 // QuantRowsT's loop nest over the packed panels (row_begin is a multiple of kRows).
-template <int kSubs, bool kBias, bool kNib>
+template <int kSubs, bool kBias, bool kNib, ParamKind kPk>
 void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
   const MatrixView& w = *args.w;
   const QuantizedActs& a = *args.acts;
@@ -537,7 +580,7 @@ void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end,
           for (int64_t i = pf_lines * k / n_tiles; i < pf_lines * (k + 1) / n_tiles; ++i)
             _mm_prefetch(reinterpret_cast<const char*>(pf + i * 64), _MM_HINT_T0);
           const int64_t t0 = tb0 + k * kTokTile;
-          RunTile<kSubs, kBias, kNib>(static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0)), panel, pstride,
+          RunTile<kSubs, kBias, kNib, kPk>(static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0)), panel, pstride,
                                       nbc, a, t0, b0, acc + (t0 - tb0) * 16);
         }
       }
@@ -546,20 +589,32 @@ void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end,
   }
 }
 
+template <int kSubs, bool kBias, bool kNib>
+void QuantRowsPackedP(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  switch (PackedParams(*args.w, args.fmt)) {
+    case ParamKind::kF16:
+      return QuantRowsPackedT<kSubs, kBias, kNib, ParamKind::kF16>(args, row_begin, row_end, scratch);
+    case ParamKind::kBF16:
+      return QuantRowsPackedT<kSubs, kBias, kNib, ParamKind::kBF16>(args, row_begin, row_end, scratch);
+    default:
+      return QuantRowsPackedT<kSubs, kBias, kNib, ParamKind::kF32>(args, row_begin, row_end, scratch);
+  }
+}
+
 void QuantRowsPacked(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
   const QFormat fmt = args.fmt;
   if (fmt == QFormat::kQ6_K) {
-    QuantRowsPackedT<2, false, false>(args, row_begin, row_end, scratch);
+    QuantRowsPackedT<2, false, false, ParamKind::kF32>(args, row_begin, row_end, scratch);
   } else if (Nibbles(*args.w, fmt)) {
     if (HasBias(fmt)) {
-      QuantRowsPackedT<1, true, true>(args, row_begin, row_end, scratch);
+      QuantRowsPackedP<1, true, true>(args, row_begin, row_end, scratch);
     } else {
-      QuantRowsPackedT<1, false, true>(args, row_begin, row_end, scratch);
+      QuantRowsPackedP<1, false, true>(args, row_begin, row_end, scratch);
     }
   } else if (HasBias(fmt)) {
-    QuantRowsPackedT<1, true, false>(args, row_begin, row_end, scratch);
+    QuantRowsPackedP<1, true, false>(args, row_begin, row_end, scratch);
   } else {
-    QuantRowsPackedT<1, false, false>(args, row_begin, row_end, scratch);
+    QuantRowsPackedP<1, false, false>(args, row_begin, row_end, scratch);
   }
   _mm_sfence();
 }
@@ -662,6 +717,7 @@ void FloatRows(const FloatArgs& a, int64_t row_begin, int64_t row_end) {
 
 int64_t Avx512PackedStride(const MatrixView& w, QFormat fmt) { return PackedStride(w, fmt); }
 bool Avx512PackedNibbles(const MatrixView& w, QFormat fmt) { return Nibbles(w, fmt); }
+int Avx512PackedParamKind(const MatrixView& w, QFormat fmt) { return static_cast<int>(PackedParams(w, fmt)); }
 
 const IsaKernels* Avx512Kernels() {
   static const IsaKernels k{kRows,      &CodeOffset, &ScratchBytes, &QuantizeActsAvx512, &QuantRows,

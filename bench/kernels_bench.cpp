@@ -1,5 +1,6 @@
-// MatMul microbenchmarks on Qwen2.5-0.5B's shapes, per weight type, kernel path, token count and threads.
-// Counters: GOP/s (2 * rows * cols * tokens per second) and GB/s of weight bytes streamed.
+// MatMul and PagedAttention microbenchmarks on Qwen2.5-0.5B's shapes. MatMul: per weight type, kernel path, token
+// count and threads; counters GOP/s (2 * rows * cols * tokens per second) and GB/s of weight bytes streamed.
+// PagedAttention: per kernel width and context; counter GB/s of keys and values read (see BM_PagedAttention).
 //
 //   build-kern/bench/kernels_bench --benchmark_filter='MatMul/q8_0/avx512/.*' --benchmark_min_time=0.3
 //
@@ -9,8 +10,14 @@
 //   head = 151936 x 896 (LM head, a quarter of the model's weights)
 //   l2   = 512 x 1024   (fits in L2: the kernel's compute ceiling, no memory stalls)
 // K-quants need columns in multiples of 256, so they skip up and head (896 columns).
+//
+//   build-kern/bench/kernels_bench --benchmark_filter='PagedAttention/.*' --benchmark_repetitions=5
+//
+// PagedAttention/<isa>/ctx:<n_ctx>/seqs:<n>: one decode token per sequence, 14 query / 2 KV heads, head_dim 64,
+// blocks of 16 positions.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -18,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "tensor/mlx_affine.h"
@@ -147,7 +155,58 @@ void BM_MatMul(benchmark::State& state, WType t, IsaPath isa, Shape s, int64_t n
   ForceIsa(BestSupportedIsa());
 }
 
+// One decode token for each of `seqs` sequences of n_ctx positions, all KV heads, on the 0.5B attention shape.
+// One sequence's keys and values (n_ctx KiB) stay in cache across iterations: the kernel's compute ceiling. 64
+// sequences' (64 x 512 KiB) do not: the batched-decode case, where every key and value comes from memory.
+void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int seqs) {
+  if (!SetPagedAttentionLanes(lanes)) {
+    state.SkipWithError("path not supported on this CPU");
+    return;
+  }
+  const int n_heads = 14, n_kv_heads = 2, head_dim = 64, block_size = 16;
+  const AttentionShape shape{n_heads, n_kv_heads, head_dim, 0.125f};
+  const int64_t blocks_per_seq = (n_ctx + block_size - 1) / block_size, n_blocks = blocks_per_seq * seqs;
+  const int64_t slot_floats = n_kv_heads * head_dim, q_floats = n_heads * head_dim;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> keys(static_cast<size_t>(n_blocks * block_size * slot_floats)), values(keys.size());
+  for (float& v : keys) v = dist(rng);
+  for (float& v : values) v = dist(rng);
+  // Sequences' blocks scattered over the storage, as a cache that has served many requests leaves them.
+  std::vector<int32_t> order(static_cast<size_t>(n_blocks));
+  for (int64_t b = 0; b < n_blocks; ++b) order[static_cast<size_t>(b)] = static_cast<int32_t>(b);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<float> q(static_cast<size_t>(seqs * q_floats)), out(q.size());
+  for (float& v : q) v = dist(rng);
+  std::vector<float> scratch(static_cast<size_t>(PagedAttentionScratchSize(shape, n_ctx)));
+  const PagedKvView kv{keys.data(), values.data(), slot_floats, block_size};
+  for (auto _ : state) {
+    for (int s = 0; s < seqs; ++s) {
+      const std::span<const int32_t> table(order.data() + s * blocks_per_seq, static_cast<size_t>(blocks_per_seq));
+      PagedAttention(q.data() + s * q_floats, shape, kv, table, n_ctx, 0, n_kv_heads, scratch, out.data() + s * q_floats);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes = 2.0 * static_cast<double>(seqs * n_ctx * slot_floats) * sizeof(float);  // keys + values
+  state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  SetPagedAttentionLanes(0);
+}
+
+void RegisterAttention() {
+  const std::pair<int, const char*> widths[] = {{16, "avx512"}, {8, "avx2"}, {4, "baseline"}};
+  const std::pair<int64_t, int> sizes[] = {{128, 1}, {512, 1}, {2048, 1}, {512, 64}};
+  for (auto [lanes, isa] : widths) {
+    for (auto [n_ctx, seqs] : sizes) {
+      const std::string name = std::string("PagedAttention/") + isa + "/ctx:" + std::to_string(n_ctx) +
+                               "/seqs:" + std::to_string(seqs);
+      benchmark::RegisterBenchmark(name.c_str(), BM_PagedAttention, lanes, n_ctx, seqs)->Unit(benchmark::kMicrosecond);
+    }
+  }
+}
+
 void Register() {
+  RegisterAttention();
   const std::vector<WType> types = {
       {"q8_0", DType::kQ8_0},  {"q4_0", DType::kQ4_0},  {"q4_k", DType::kQ4_K},
       {"q6_k", DType::kQ6_K},  {"f32", DType::kF32},    {"f16", DType::kF16},
@@ -160,14 +219,14 @@ void Register() {
   for (const WType& t : types) {
     for (const Shape& s : shapes) {
       if ((t.dtype == DType::kQ4_K || t.dtype == DType::kQ6_K) && !t.mlx && s.cols % 256 != 0) continue;
-      for (IsaPath isa : {IsaPath::kAvx512, IsaPath::kAvxVnni, IsaPath::kAvx2, IsaPath::kScalar}) {
-        for (int64_t n : {1, 8, 32, 64}) {
+      for (IsaPath isa : {IsaPath::kAmx, IsaPath::kAvx512, IsaPath::kAvxVnni, IsaPath::kAvx2, IsaPath::kScalar}) {
+        for (int64_t n : {1, 8, 32, 64, 512}) {
           for (int threads : {1, 2}) {
            for (bool packed : {false, true}) {
             // The scalar twin is a reference, not a contender: one small point for scale.
             if (isa == IsaPath::kScalar && (s.name != "up" || n > 8 || threads != 1)) continue;
             // Weights repacked at load: the best path only (the one RepackForKernels packs for).
-            if (packed && isa != BestSupportedIsa()) continue;
+            if (packed && isa != BestSupportedIsa() && isa != IsaPath::kAvx512) continue;
             std::string name = "MatMul/" + t.name + "/" + std::string(IsaName(isa)) + (packed ? "+packed" : "") + "/" +
                                s.name + "/tokens:" + std::to_string(n) + "/threads:" + std::to_string(threads);
             auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, isa, s, n, threads, packed);

@@ -1,14 +1,24 @@
-// Paged attention, vectorized: dot products and the weighted value sum run over 16 independent lanes
-// (one AVX-512 register, two AVX2 registers) with a fixed lane-merge order, so every machine path gives
-// a result that depends only on the token's own data. Compiled for AVX-512, AVX2 and baseline x86-64 with
-// GCC target_clones; the CPU picks one at load time.
+// Paged attention, one KV head at a time: its query heads (the GQA group) are computed together, so each key and
+// value row is read once per token rather than once per query head, and scores come out W positions at a time
+// (W = lanes of a vector register) with no horizontal reduction per position. The kernel (attention_simd-inl.h)
+// is compiled for AVX-512 (W = 16), AVX2 + FMA (W = 8) and baseline x86-64 (W = 4); the CPU picks one at first
+// use. Its order of operations depends on W alone: on one machine a head's result depends only on its own token
+// and sequence, whatever the batch, the split or the thread. The paths differ from each other in the last bits.
 #include "kernels/attention.h"
 
-#include <cmath>
 #include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/fast_exp.h"
 #include "kernels/ops.h"
+#include "util/check.h"
 
 namespace parallm {
 namespace {
@@ -20,20 +30,6 @@ namespace {
 #endif
 
 constexpr int kLanes = 16;
-
-// Sum of a[i] * b[i] over n values (n a multiple of 16 takes the fast loop; the tail is scalar), lanes merged
-// pairwise in a fixed order.
-PARALLM_CLONES float Dot(const float* a, const float* b, int n) {
-  float acc[kLanes] = {};
-  int i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
-  for (int width = kLanes / 2; width > 0; width /= 2)
-    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-  float sum = acc[0];
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
 
 // x[i] = exp(x[i] - mx) for i < n; returns the sum, accumulated in 16 lanes merged in a fixed order.
 PARALLM_CLONES float ExpShiftSum(float* x, int64_t n, float mx) {
@@ -54,49 +50,122 @@ PARALLM_CLONES float ExpShiftSum(float* x, int64_t n, float mx) {
   return sum;
 }
 
-// out[i] += p * v[i]
-PARALLM_CLONES void Axpy(float p, const float* __restrict v, float* __restrict out, int n) {
-  int i = 0;
-  for (; i + kLanes <= n; i += kLanes)  // a fixed inner trip count lets -O2 vectorize it
-    for (int l = 0; l < kLanes; ++l) out[i + l] += p * v[i + l];
-  for (; i < n; ++i) out[i] += p * v[i];
+// One token's attention for one KV head and the `group` query heads that read it.
+struct GroupTask {
+  const float* q;       // [group, head_dim]
+  const float* keys;    // this KV head's key in slot 0; slot s's is slot_stride * s floats further
+  const float* values;  // likewise
+  int64_t slot_stride;
+  int block_size;
+  const int32_t* block_table;
+  int64_t n_ctx;
+  int64_t row_stride;  // floats between two heads' score rows: n_ctx rounded up to a multiple of kLanes
+  int group, head_dim;
+  float scale;
+  float* scores;  // [group, row_stride]
+  float* out;     // [group, head_dim]
+};
+
+// The kernel once per instruction set (attention_simd-inl.h), each in its own namespace and target region.
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+namespace avx512 {
+#define PARALLM_ATTN_LANES 16
+#include "kernels/attention_simd-inl.h"
+#undef PARALLM_ATTN_LANES
+}  // namespace avx512
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
+#define PARALLM_ATTN_LANES 8
+#include "kernels/attention_simd-inl.h"
+#undef PARALLM_ATTN_LANES
+}  // namespace avx2
+#pragma GCC pop_options
+#endif
+
+namespace baseline {
+#define PARALLM_ATTN_LANES 4
+#include "kernels/attention_simd-inl.h"
+#undef PARALLM_ATTN_LANES
+}  // namespace baseline
+
+using GroupKernel = void (*)(const GroupTask&);
+
+// The kernel for `lanes`, or null where this build or CPU lacks it.
+GroupKernel KernelFor(int lanes) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (lanes == 16) return __builtin_cpu_supports("avx512f") ? avx512::AttendGroup : nullptr;
+  if (lanes == 8) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? avx2::AttendGroup : nullptr;
+#endif
+  return lanes == 4 ? baseline::AttendGroup : nullptr;
+}
+
+GroupKernel BestKernel() {
+  for (int lanes : {16, 8})
+    if (GroupKernel k = KernelFor(lanes)) return k;
+  return baseline::AttendGroup;
+}
+
+// Chosen at first use; only tests and benchmarks change it (SetPagedAttentionLanes).
+std::atomic<GroupKernel>& CurrentKernel() {
+  static std::atomic<GroupKernel> kernel{BestKernel()};
+  return kernel;
 }
 
 }  // namespace
 
 void PagedAttention(const float* q, const AttentionShape& s, const PagedKvView& kv,
                     std::span<const int32_t> block_table, int64_t n_ctx, int kv_head_begin, int kv_head_end,
-                    float* scratch, float* out) {
+                    std::span<float> scratch, float* out) {
+  const GroupKernel kernel = CurrentKernel().load(std::memory_order_relaxed);
+  PARALLM_CHECK(static_cast<int64_t>(scratch.size()) >= PagedAttentionScratchSize(s, n_ctx));
+  PARALLM_DCHECK(n_ctx <= static_cast<int64_t>(block_table.size()) * kv.block_size);
   const int group = s.n_heads / s.n_kv_heads;
-  const int bs = kv.block_size;
   for (int kvh = kv_head_begin; kvh < kv_head_end; ++kvh) {
-    for (int g = 0; g < group; ++g) {
-      const int h = kvh * group + g;
-      const float* qh = q + static_cast<int64_t>(h) * s.head_dim;
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < n_ctx; ++j) {
-        const int64_t slot = static_cast<int64_t>(block_table[static_cast<size_t>(j / bs)]) * bs + j % bs;
-        const float* k = kv.keys + slot * kv.slot_stride + static_cast<int64_t>(kvh) * s.head_dim;
-        scratch[j] = Dot(qh, k, s.head_dim) * s.scale;
-        mx = std::max(mx, scratch[j]);
-      }
-      const float inv = 1.0f / ExpShiftSum(scratch, n_ctx, mx);
-      float* oh = out + static_cast<int64_t>(h) * s.head_dim;
-      std::fill_n(oh, s.head_dim, 0.0f);
-      for (int64_t j = 0; j < n_ctx; ++j) {
-        const int64_t slot = static_cast<int64_t>(block_table[static_cast<size_t>(j / bs)]) * bs + j % bs;
-        const float* v = kv.values + slot * kv.slot_stride + static_cast<int64_t>(kvh) * s.head_dim;
-        Axpy(scratch[j] * inv, v, oh, s.head_dim);
-      }
-    }
+    const int64_t head0 = static_cast<int64_t>(kvh) * group;  // the group's first query head
+    const GroupTask task{q + head0 * s.head_dim,
+                         kv.keys + static_cast<int64_t>(kvh) * s.head_dim,
+                         kv.values + static_cast<int64_t>(kvh) * s.head_dim,
+                         kv.slot_stride,
+                         kv.block_size,
+                         block_table.data(),
+                         n_ctx,
+                         (n_ctx + kLanes - 1) / kLanes * kLanes,
+                         group,
+                         s.head_dim,
+                         s.scale,
+                         scratch.data(),
+                         out + head0 * s.head_dim};
+    kernel(task);
   }
+}
+
+int PagedAttentionLanes() {
+  const GroupKernel k = CurrentKernel().load();
+  for (int lanes : {16, 8, 4})
+    if (k == KernelFor(lanes)) return lanes;
+  return 0;
+}
+
+bool SetPagedAttentionLanes(int lanes) {
+  const GroupKernel k = lanes == 0 ? BestKernel() : KernelFor(lanes);
+  if (k == nullptr) return false;
+  CurrentKernel().store(k);
+  return true;
 }
 
 namespace ref {
 
 void PagedAttention(const float* q, const AttentionShape& s, const PagedKvView& kv,
                     std::span<const int32_t> block_table, int64_t n_ctx, int kv_head_begin, int kv_head_end,
-                    float* scratch, float* out) {
+                    std::span<float> scratch_span, float* out) {
+  PARALLM_CHECK(static_cast<int64_t>(scratch_span.size()) >= n_ctx);
+  float* scratch = scratch_span.data();
   const int group = s.n_heads / s.n_kv_heads;
   for (int h = kv_head_begin * group; h < kv_head_end * group; ++h) {
     const int kvh = h / group;

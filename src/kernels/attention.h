@@ -24,18 +24,31 @@ struct AttentionShape {
   float scale = 1.0f;  // usually 1/sqrt(head_dim)
 };
 
+// Floats of `scratch` PagedAttention needs for a context of n_ctx positions: one row of scores per query head of a
+// KV head's group, each padded to a multiple of 16 positions (the widest vector tile).
+inline int64_t PagedAttentionScratchSize(const AttentionShape& shape, int64_t n_ctx) {
+  return static_cast<int64_t>(shape.n_heads / shape.n_kv_heads) * ((n_ctx + 15) / 16 * 16);
+}
+
 // q: [n_heads, head_dim] of one token; out: [n_heads, head_dim]. Attends to positions [0, n_ctx), whose slots
-// are block_table[j / block_size] * block_size + j % block_size. `scratch` holds n_ctx floats.
+// are block_table[j / block_size] * block_size + j % block_size. `scratch` holds at least
+// PagedAttentionScratchSize(shape, n_ctx) floats (checked).
 // Only the heads in [kv_head_begin, kv_head_end) of KV heads (and their query heads) are computed, so callers can
-// split one token's work across threads. The result for a head never depends on the split or on other tokens.
+// split one token's work across threads. The result for a head depends only on q and the sequence's keys and
+// values: never on the split, on other tokens, or on the batch (the same bits on the same CPU).
 void PagedAttention(const float* q, const AttentionShape& shape, const PagedKvView& kv,
                     std::span<const int32_t> block_table, int64_t n_ctx, int kv_head_begin, int kv_head_end,
-                    float* scratch, float* out);
+                    std::span<float> scratch, float* out);
+
+// For tests and benchmarks: the vector lanes of the kernel in use (16: AVX-512, 8: AVX2, 4: baseline x86-64), and
+// a switch to another width this CPU runs (0: the best one); false if it cannot. Not while kernels are running.
+int PagedAttentionLanes();
+bool SetPagedAttentionLanes(int lanes);
 
 namespace ref {
 void PagedAttention(const float* q, const AttentionShape& shape, const PagedKvView& kv,
                     std::span<const int32_t> block_table, int64_t n_ctx, int kv_head_begin, int kv_head_end,
-                    float* scratch, float* out);
+                    std::span<float> scratch, float* out);
 }  // namespace ref
 
 }  // namespace parallm

@@ -173,9 +173,9 @@ void Model::Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, 
     PARALLM_CHECK(n_ctx <= seq.context_len);
     PARALLM_CHECK(n_ctx <= static_cast<int64_t>(seq.block_table.size()) * view.block_size);
     std::vector<float>& scores = scores_[static_cast<size_t>(thread)];
-    if (static_cast<int64_t>(scores.size()) < n_ctx) scores.resize(static_cast<size_t>(n_ctx));
-    PagedAttention(q_.data() + t * Q, shape, view, seq.block_table, n_ctx, kvh, kvh + 1, scores.data(),
-                   attn_.data() + t * Q);
+    const int64_t scratch = PagedAttentionScratchSize(shape, n_ctx);
+    if (static_cast<int64_t>(scores.size()) < scratch) scores.resize(static_cast<size_t>(scratch));
+    PagedAttention(q_.data() + t * Q, shape, view, seq.block_table, n_ctx, kvh, kvh + 1, scores, attn_.data() + t * Q);
   };
   const int64_t n_tasks = T * c.n_kv_heads;
   if (pool != nullptr) {

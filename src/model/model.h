@@ -40,7 +40,7 @@ class Model {
   // Scratch, sized per call to the batch: [num_tokens, width] each.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;
   std::vector<int32_t> token_seq_;  // sequence index of each token
-  std::vector<std::vector<float>> scores_;  // per thread: attention scores over the context
+  std::vector<std::vector<float>> scores_;  // per thread: attention scratch (scores of a KV head's query heads)
 };
 
 }  // namespace parallm

@@ -1,7 +1,9 @@
 // PagedAttention against its scalar reference twin, on ragged shapes and scattered block tables, and the
-// property the engine needs: a head's result does not depend on how the heads are split.
+// properties the engine needs: a head's result does not depend on how the KV heads are split, on what else is in
+// the scratch buffer, or on the other heads' queries.
 #include <cmath>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -16,40 +18,133 @@ struct Case {
   int64_t n_ctx;
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.n_heads << "/" << c.n_kv_heads << " heads, dim " << c.head_dim << ", block " << c.block_size << ", n_ctx "
+      << c.n_ctx;
+}
+
+// Random keys, values and queries for one sequence whose blocks lie scattered and out of order in the storage.
+struct Fixture {
+  Case c;
+  std::vector<float> keys, values, q;
+  std::vector<int32_t> table;
+  AttentionShape shape;
+  PagedKvView kv;
+
+  explicit Fixture(const Case& c_in, uint32_t seed = 42) : c(c_in) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal;
+    const int64_t used = (c.n_ctx + c.block_size - 1) / c.block_size;
+    const int64_t n_blocks = 2 * used + 3;
+    const int64_t stride = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
+    keys.resize(static_cast<size_t>(n_blocks * c.block_size * stride));
+    values.resize(keys.size());
+    // Keys scaled so scores spread over a few units: softmax weights far from uniform, as in a real model.
+    for (float& x : keys) x = 2.0f * normal(rng);
+    for (float& x : values) x = normal(rng);
+    // Every other block, backwards: the table, not the storage order, defines the sequence.
+    for (int64_t b = 0; b < used; ++b) table.push_back(static_cast<int32_t>(2 * (used - 1 - b) + 1));
+    q.resize(static_cast<size_t>(c.n_heads * c.head_dim));
+    for (float& x : q) x = normal(rng);
+    shape = {c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+    kv = {keys.data(), values.data(), stride, c.block_size};
+  }
+
+  // Computes KV heads [kv_begin, kv_end) into `out` (the other heads' rows are left as they are).
+  std::vector<float> Run(int kv_begin, int kv_end, std::vector<float> out) const {
+    std::vector<float> scratch(static_cast<size_t>(PagedAttentionScratchSize(shape, c.n_ctx)));
+    PagedAttention(q.data(), shape, kv, table, c.n_ctx, kv_begin, kv_end, scratch, out.data());
+    return out;
+  }
+};
+
+// Runs `check` once per kernel width this CPU supports (AVX-512, AVX2, baseline), then restores the best one.
+template <class F>
+void ForEachWidth(F check) {
+  int tested = 0;
+  for (int lanes : {16, 8, 4}) {
+    if (!SetPagedAttentionLanes(lanes)) continue;
+    ASSERT_EQ(PagedAttentionLanes(), lanes);
+    SCOPED_TRACE(::testing::Message() << lanes << " lanes");
+    check();
+    ++tested;
+  }
+  ASSERT_TRUE(SetPagedAttentionLanes(0));
+  EXPECT_GE(tested, 1);
+}
+
 class PagedAttentionTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PagedAttentionTest, MatchesReference) {
-  const Case c = GetParam();
-  std::mt19937 rng(42);
-  std::normal_distribution<float> normal;
-  const int64_t n_blocks = (c.n_ctx + c.block_size - 1) / c.block_size + 3;
-  const int64_t stride = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
-  std::vector<float> keys(static_cast<size_t>(n_blocks * c.block_size * stride));
-  std::vector<float> values(keys.size());
-  for (float& x : keys) x = normal(rng);
-  for (float& x : values) x = normal(rng);
-  // Blocks in a scrambled order: the table, not the storage order, defines the sequence.
-  std::vector<int32_t> table;
-  for (int64_t b = (c.n_ctx + c.block_size - 1) / c.block_size - 1; b >= 0; --b)
-    table.push_back(static_cast<int32_t>((b * 7 + 3) % n_blocks));
-  std::vector<float> q(static_cast<size_t>(c.n_heads * c.head_dim));
-  for (float& x : q) x = normal(rng);
-  const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
-  const PagedKvView kv{keys.data(), values.data(), stride, c.block_size};
-  std::vector<float> scratch(static_cast<size_t>(c.n_ctx));
-  std::vector<float> fast(q.size()), ref(q.size()), split(q.size());
-  PagedAttention(q.data(), shape, kv, table, c.n_ctx, 0, c.n_kv_heads, scratch.data(), fast.data());
-  ref::PagedAttention(q.data(), shape, kv, table, c.n_ctx, 0, c.n_kv_heads, scratch.data(), ref.data());
-  for (size_t i = 0; i < q.size(); ++i) EXPECT_NEAR(fast[i], ref[i], 1e-5f * (1 + std::abs(ref[i]))) << i;
-  // One KV head at a time gives the same bits as all at once.
-  for (int h = 0; h < c.n_kv_heads; ++h)
-    PagedAttention(q.data(), shape, kv, table, c.n_ctx, h, h + 1, scratch.data(), split.data());
-  EXPECT_EQ(split, fast);
+  const Fixture f(GetParam());
+  std::vector<float> ref(f.q.size());
+  std::vector<float> scratch(static_cast<size_t>(f.c.n_ctx));
+  ref::PagedAttention(f.q.data(), f.shape, f.kv, f.table, f.c.n_ctx, 0, f.c.n_kv_heads, scratch, ref.data());
+  ForEachWidth([&] {
+    const std::vector<float> fast = f.Run(0, f.c.n_kv_heads, std::vector<float>(f.q.size()));
+    for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(fast[i], ref[i], 1e-5f * (1 + std::abs(ref[i]))) << i;
+  });
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionTest,
-                         ::testing::Values(Case{1, 1, 8, 16, 1}, Case{8, 4, 8, 16, 37}, Case{14, 2, 64, 16, 300},
-                                           Case{16, 8, 128, 16, 129}, Case{4, 2, 20, 4, 9}, Case{6, 3, 50, 5, 61}));
+// A head's bits do not depend on which KV heads are computed in the same call (the engine splits a token's KV
+// heads across threads), nor on what the output and scratch buffers held before.
+TEST_P(PagedAttentionTest, SplitInvariant) {
+  const Fixture f(GetParam());
+  ForEachWidth([&] {
+    const std::vector<float> all = f.Run(0, f.c.n_kv_heads, std::vector<float>(f.q.size()));
+    const size_t per_kv = f.q.size() / static_cast<size_t>(f.c.n_kv_heads);
+    for (int split = 1; split < f.c.n_kv_heads; ++split) {  // [0, split) then [split, n_kv_heads)
+      std::vector<float> two = f.Run(0, split, std::vector<float>(f.q.size(), NAN));
+      two = f.Run(split, f.c.n_kv_heads, two);
+      EXPECT_EQ(two, all) << "split at " << split;
+    }
+    for (int h = 0; h < f.c.n_kv_heads; ++h) {
+      const std::vector<float> one = f.Run(h, h + 1, std::vector<float>(f.q.size(), NAN));
+      const size_t lo = static_cast<size_t>(h) * per_kv, hi = lo + per_kv;
+      for (size_t i = 0; i < one.size(); ++i) {
+        if (i >= lo && i < hi)
+          ASSERT_EQ(one[i], all[i]) << "kv head " << h << ", " << i;
+        else
+          ASSERT_TRUE(std::isnan(one[i])) << "wrote outside kv head " << h;
+      }
+    }
+    // Scratch left dirty by a longer context changes nothing.
+    std::vector<float> scratch(static_cast<size_t>(PagedAttentionScratchSize(f.shape, f.c.n_ctx + 40)), 1e30f);
+    std::vector<float> out(f.q.size());
+    PagedAttention(f.q.data(), f.shape, f.kv, f.table, f.c.n_ctx, 0, f.c.n_kv_heads, scratch, out.data());
+    EXPECT_EQ(out, all);
+  });
+}
+
+// A head's result depends on its own query only: changing another head's query (same KV head or not) leaves it
+// bit-identical.
+TEST_P(PagedAttentionTest, HeadsIndependent) {
+  ForEachWidth([&] {
+    Fixture f(GetParam());
+    const std::vector<float> before = f.Run(0, f.c.n_kv_heads, std::vector<float>(f.q.size()));
+    const int h_changed = f.c.n_heads - 1;
+    for (int d = 0; d < f.c.head_dim; ++d) f.q[static_cast<size_t>(h_changed * f.c.head_dim + d)] *= -3.0f;
+    const std::vector<float> after = f.Run(0, f.c.n_kv_heads, std::vector<float>(f.q.size()));
+    for (size_t i = 0; i < static_cast<size_t>(h_changed * f.c.head_dim); ++i) ASSERT_EQ(after[i], before[i]) << i;
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PagedAttentionTest,
+    ::testing::Values(
+        // The 0.5B benchmark shape (14 query / 2 KV heads: groups of 7, head_dim 64), contexts around tile edges.
+        Case{14, 2, 64, 16, 1}, Case{14, 2, 64, 16, 15}, Case{14, 2, 64, 16, 16}, Case{14, 2, 64, 16, 17},
+        Case{14, 2, 64, 16, 300}, Case{14, 2, 64, 16, 1000}, Case{14, 2, 64, 32, 1}, Case{14, 2, 64, 32, 17},
+        Case{14, 2, 64, 32, 300}, Case{14, 2, 64, 32, 1000},
+        // Other group sizes, head dims not a multiple of any vector width, and odd block sizes.
+        Case{1, 1, 8, 16, 1}, Case{8, 4, 8, 16, 37}, Case{16, 8, 128, 16, 129}, Case{4, 2, 20, 4, 9},
+        Case{6, 3, 50, 5, 61}, Case{21, 3, 72, 7, 45}, Case{8, 1, 64, 3, 33}),
+    [](const auto& info) {
+      const Case& c = info.param;
+      std::ostringstream name;
+      name << "h" << c.n_heads << "kv" << c.n_kv_heads << "_d" << c.head_dim << "_b" << c.block_size << "_ctx" << c.n_ctx;
+      return name.str();
+    });
 
 }  // namespace
 }  // namespace parallm

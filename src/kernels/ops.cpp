@@ -60,8 +60,11 @@ PARALLM_CLONES void SiluMul(const float* gate, const float* up, int64_t n, float
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     // Through a local block: all loads before any store, so no alias check is needed when out is gate.
-    float block[kLanes];
-    for (int l = 0; l < kLanes; ++l) block[l] = gate[i + l] / (1.0f + ExpClamped(-gate[i + l])) * up[i + l];
+    // The exp in its own loop: inlined into the division, GCC splits the clamp's cases and issues a second
+    // (masked) division per vector, and the divider was what the loop waited on.
+    float e[kLanes], block[kLanes];
+    for (int l = 0; l < kLanes; ++l) e[l] = 1.0f + ExpClamped(-gate[i + l]);
+    for (int l = 0; l < kLanes; ++l) block[l] = gate[i + l] / e[l] * up[i + l];
     for (int l = 0; l < kLanes; ++l) out[i + l] = block[l];
   }
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + ExpClamped(-gate[i])) * up[i];

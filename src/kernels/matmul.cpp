@@ -165,7 +165,8 @@ void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_toke
     if (!quant[i] || outs[i].w->rows <= 0) continue;
     const MatrixView& w = *outs[i].w;
     args[i] = mm::QuantArgs{&w, fmts[i], &acts[act_of[i]], outs[i].y, outs[i].y_stride};
-    packed[i] = w.packed != nullptr && w.packed_isa == static_cast<int8_t>(PackedLayout(isa)) && k->quant_rows_packed != nullptr;
+    packed[i] = w.packed != nullptr && w.packed_isa == static_cast<int8_t>(PackedLayout(isa)) &&
+                k->quant_rows_packed != nullptr;
     const int64_t groups = (w.rows + rg - 1) / rg;
     for (int64_t g0 = 0; g0 < groups; g0 += per_task)
       task_list.push_back(Task{static_cast<int>(i), g0 * rg, std::min(w.rows, std::min(groups, g0 + per_task) * rg)});

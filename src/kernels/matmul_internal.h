@@ -65,6 +65,11 @@ struct QuantArgs {
   float* y = nullptr;
   int64_t y_stride = 0;
 };
+// Whether a call's outputs are large enough to bypass the caches (the LM head's logits: tokens x 151936 floats,
+// written once and read much later): its full, aligned lines then go straight to memory.
+inline bool StreamOutput(const QuantArgs& a) {
+  return static_cast<double>(a.acts->n_tokens) * static_cast<double>(a.w->rows) * 4 > 16e6;
+}
 struct FloatArgs {
   const MatrixView* w = nullptr;
   const float* x = nullptr;
@@ -100,5 +105,9 @@ const IsaKernels* AmxKernels();  // AVX-512's, with quant_rows_packed on AMX til
 int64_t Avx512PackedStride(const MatrixView& w, QFormat fmt);
 bool Avx512PackedNibbles(const MatrixView& w, QFormat fmt);
 int Avx512PackedParamKind(const MatrixView& w, QFormat fmt);
+// Writes finished accumulators (acc[t * 16 + lane], lane = row r0 + lane) of rows [r0, r0 + nrows) for tokens
+// [t0, t0 + nt) into args.y, streaming full aligned lines when `stream` (StreamOutput).
+void Avx512StoreRows(const QuantArgs& args, const float* acc, int64_t t0, int64_t nt, int64_t r0, int nrows,
+                     bool stream);
 
 }  // namespace parallm::mm

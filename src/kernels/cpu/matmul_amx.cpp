@@ -45,7 +45,6 @@ constexpr int kCodeBytes = 512;  // a block's codes for 16 rows (8 x 64 bytes)
 constexpr int kTokBlock = 256;   // tokens per pass over the rows (bounds the scratch, keeps activations in L2)
 // Batches smaller than this run the AVX-512 kernel: below it most of each tile would be empty rows.
 constexpr int64_t kMinTokens = 16;
-constexpr double kStreamOutputBytes = 16e6;  // as the AVX-512 path: large outputs bypass the caches
 
 // Tile registers: a 2 x 2 block of products per 32-column block, two token tiles (A0, A1) by two row groups
 // (B0, B1) into C00..C11. Four independent multiplies keep the tile unit busy through each one's latency, and
@@ -158,20 +157,6 @@ inline __attribute__((always_inline)) void Tail(const int32_t* c, const TileActs
   }
 }
 
-// Outputs of one product tile: tokens [t0, t0 + nt) x rows [r0, r0 + nrows).
-void Store(const QuantArgs& args, const float* acc, int64_t t0, int nt, int64_t r0, int nrows, bool stream) {
-  const __mmask16 m = static_cast<__mmask16>((1u << nrows) - 1);
-  for (int i = 0; i < nt; ++i) {
-    float* dst = args.y + (t0 + i) * args.y_stride + r0;
-    const __m512 v = _mm512_load_ps(acc + 16 * i);
-    if (stream && nrows == kRows && (reinterpret_cast<uintptr_t>(dst) & 63) == 0) {
-      _mm512_stream_ps(dst, v);
-    } else {
-      _mm512_mask_storeu_ps(dst, m, v);
-    }
-  }
-}
-
 // All blocks for token tiles t[0], t[1] x row groups g[0], g[1] (a missing second tile or group repeats the
 // first in the tile registers, and its tails and outputs are skipped).
 template <bool kBias, bool kSigned, bool kCorr, ParamKind kPk>
@@ -215,10 +200,10 @@ void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2],
     if (has_t1 && has_g1) Tail<kBias, kCorr, kPk>(c + 768, *t[1], b, g[1]->Params(b), acc + 768);
   }
 #undef Dp
-  Store(args, acc, t0[0], nt[0], r0[0], nrows[0], stream);
-  if (has_g1) Store(args, acc + 256, t0[0], nt[0], r0[1], nrows[1], stream);
-  if (has_t1) Store(args, acc + 512, t0[1], nt[1], r0[0], nrows[0], stream);
-  if (has_t1 && has_g1) Store(args, acc + 768, t0[1], nt[1], r0[1], nrows[1], stream);
+  Avx512StoreRows(args, acc, t0[0], nt[0], r0[0], nrows[0], stream);
+  if (has_g1) Avx512StoreRows(args, acc + 256, t0[0], nt[0], r0[1], nrows[1], stream);
+  if (has_t1) Avx512StoreRows(args, acc + 512, t0[1], nt[1], r0[0], nrows[0], stream);
+  if (has_t1 && has_g1) Avx512StoreRows(args, acc + 768, t0[1], nt[1], r0[1], nrows[1], stream);
 }
 
 // Scratch: tile sums (2 x 4 KiB), unpack buffers (2 x 1 KiB), accumulators (4 KiB), the padded ragged tile
@@ -235,7 +220,7 @@ void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* s
   const MatrixView& w = *args.w;
   const QuantizedActs& a = *args.acts;
   const int64_t nb = a.nb, n_tokens = a.n_tokens, cols = a.cols;
-  const bool stream = static_cast<double>(n_tokens) * static_cast<double>(w.rows) * 4 > kStreamOutputBytes;
+  const bool stream = StreamOutput(args);
   auto* cbuf = reinterpret_cast<int32_t*>(scratch);
   uint8_t* unpack = scratch + 8192;
   auto* acc = reinterpret_cast<float*>(scratch + 8192 + 2048);

@@ -43,7 +43,6 @@ constexpr int kChunkBlocks = 32;   // 32-column blocks per panel chunk (1024 col
 constexpr int kTokTile = 8;        // tokens per register tile: 8 int32 + 8 f32 accumulators
 constexpr int kPrefetchChunks = 1;  // software prefetch distance in panel chunks (2 and 4 measured no better)
 constexpr int kTokBlock = 256;   // tokens per panel pass (bounds the accumulators, keeps activations in L2)
-constexpr double kStreamOutputBytes = 16e6;  // outputs larger than this bypass the caches
 constexpr int kCodeBytes = 8 * 64; // a block's codes for 16 rows
 
 // Params after the codes: scale0, then scale1 (Q6_K) or bias (Q4_K, MLX), 16 floats each.
@@ -393,23 +392,6 @@ struct Prefetcher {
   }
 };
 
-// Writes the finished accumulators of rows [r0, r0 + nrows) for tokens [tb0, tb0 + nt).
-// A large output (the LM head's logits: tokens x 151936 floats) is written once and read much later, so
-// its full, aligned lines go straight to memory (streaming stores skip the read-for-ownership of each line).
-void StoreRows(const QuantArgs& args, const float* acc, int64_t tb0, int64_t nt, int64_t r0, int nrows,
-               bool stream) {
-  const __mmask16 m = static_cast<__mmask16>((1u << nrows) - 1);
-  for (int64_t t = 0; t < nt; ++t) {
-    float* dst = args.y + (tb0 + t) * args.y_stride + r0;
-    const __m512 v = _mm512_load_ps(acc + t * 16);
-    if (stream && nrows == kRows && (reinterpret_cast<uintptr_t>(dst) & 63) == 0) {
-      _mm512_stream_ps(dst, v);
-    } else {
-      _mm512_mask_storeu_ps(dst, m, v);
-    }
-  }
-}
-
 // Rows [row_begin, row_end) for all tokens. Loop nest: token block (kTokBlock) > row group (kRows) >
 // column chunk (kChunkBlocks: build the panel, prefetch the next one) > token tile (kTokTile, registers).
 // Each output's f32 accumulator lives in `acc` between chunks; its operations do not depend on the nest.
@@ -421,7 +403,7 @@ void QuantRowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8
   const int64_t nb = a.nb, n_tokens = a.n_tokens, stride = BlockStride(fmt);
   uint8_t* panel = scratch;
   float* acc = reinterpret_cast<float*>(scratch + PanelBytes());
-  const bool stream = static_cast<double>(n_tokens) * static_cast<double>(w.rows) * 4 > kStreamOutputBytes;
+  const bool stream = StreamOutput(args);
   auto tile = [&](int tt, int64_t nbc, int64_t t0, int64_t b0, float* ac) {
     if (fmt == QFormat::kQ6_K) {
       RunTile<2, false>(tt, panel, stride, nbc, a, t0, b0, ac);
@@ -460,7 +442,7 @@ void QuantRowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8
           tile(static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0)), nbc, t0, b0, acc + (t0 - tb0) * 16);
         }
       }
-      StoreRows(args, acc, tb0, nt, r0, nrows, stream);
+      Avx512StoreRows(args, acc, tb0, nt, r0, nrows, stream);
     }
   }
 }
@@ -507,6 +489,7 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
   const int64_t stride = BlockStride(fmt), pstride = PackedStride(w, fmt);
   const bool nib = Nibbles(w, fmt);
   const int pv = ParamVectors(fmt);
+  const ParamKind pk = PackedParams(w, fmt);
   std::unique_ptr<uint8_t[]> mem(new uint8_t[PanelBytes() + 64]);
   uint8_t* panel = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem.get()) + 63) & ~uintptr_t{63});
   const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -532,19 +515,9 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
         } else {
           std::memcpy(dst, src, kCodeBytes);
         }
-        const ParamKind pk = PackedParams(w, fmt);
-        for (int v = 0; v < pv; ++v) {
-          const __m512 f = _mm512_load_ps(reinterpret_cast<const float*>(src + kCodeBytes) + 16 * v);
-          uint8_t* out_v = dst + code_bytes + ParamBytes(pk) * v;
-          if (pk == ParamKind::kF32) {
-            _mm512_storeu_ps(reinterpret_cast<float*>(out_v), f);
-          } else if (pk == ParamKind::kF16) {  // exact: each value came from an f16
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_v), _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
-          } else {  // bf16: the top half of each f32, exact for the same reason
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_v),
-                                _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(f), 16)));
-          }
-        }
+        for (int v = 0; v < pv; ++v)
+          StoreParams(pk, _mm512_load_ps(reinterpret_cast<const float*>(src + kCodeBytes) + 16 * v),
+                      dst + code_bytes, v);
       }
     }
   }
@@ -561,7 +534,7 @@ void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end,
   const QuantizedActs& a = *args.acts;
   const int64_t nb = a.nb, n_tokens = a.n_tokens, pstride = PackedStride(w, args.fmt);
   float* acc = reinterpret_cast<float*>(scratch + PanelBytes());
-  const bool stream = static_cast<double>(n_tokens) * static_cast<double>(w.rows) * 4 > kStreamOutputBytes;
+  const bool stream = StreamOutput(args);
   const uint8_t* task_end = w.packed + ((row_end + kRows - 1) / kRows) * nb * pstride;
   for (int64_t tb0 = 0; tb0 < n_tokens; tb0 += kTokBlock) {
     const int64_t nt = std::min<int64_t>(kTokBlock, n_tokens - tb0);
@@ -584,7 +557,7 @@ void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end,
                                       nbc, a, t0, b0, acc + (t0 - tb0) * 16);
         }
       }
-      StoreRows(args, acc, tb0, nt, r0, nrows, stream);
+      Avx512StoreRows(args, acc, tb0, nt, r0, nrows, stream);
     }
   }
 }
@@ -714,6 +687,21 @@ void FloatRows(const FloatArgs& a, int64_t row_begin, int64_t row_end) {
 }
 
 }  // namespace
+
+// Streaming stores skip the read-for-ownership of each line of a large output (see StreamOutput).
+void Avx512StoreRows(const QuantArgs& args, const float* acc, int64_t t0, int64_t nt, int64_t r0, int nrows,
+                     bool stream) {
+  const __mmask16 m = static_cast<__mmask16>((1u << nrows) - 1);
+  for (int64_t t = 0; t < nt; ++t) {
+    float* dst = args.y + (t0 + t) * args.y_stride + r0;
+    const __m512 v = _mm512_load_ps(acc + t * 16);
+    if (stream && nrows == kRows && (reinterpret_cast<uintptr_t>(dst) & 63) == 0) {
+      _mm512_stream_ps(dst, v);
+    } else {
+      _mm512_mask_storeu_ps(dst, m, v);
+    }
+  }
+}
 
 int64_t Avx512PackedStride(const MatrixView& w, QFormat fmt) { return PackedStride(w, fmt); }
 bool Avx512PackedNibbles(const MatrixView& w, QFormat fmt) { return Nibbles(w, fmt); }

@@ -12,6 +12,19 @@ enum class ParamKind : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
 
 inline int ParamBytes(ParamKind k) { return k == ParamKind::kF32 ? 64 : 32; }  // per vector of 16 lanes
 
+// Writes vector v (0: scale, 1: bias or second scale) of a block's parameters at p; LoadParams reads it back.
+// The 16-bit kinds are exact because each value came from one: f16 by conversion, bf16 as the f32's top half.
+inline void StoreParams(ParamKind k, __m512 f, uint8_t* p, int v) {
+  if (k == ParamKind::kF32) {
+    _mm512_storeu_ps(reinterpret_cast<float*>(p) + 16 * v, f);
+  } else if (k == ParamKind::kF16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + 32 * v), _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + 32 * v),
+                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(f), 16)));
+  }
+}
+
 // Vector v (0: scale, 1: bias or second scale) of a block's parameters at p.
 template <ParamKind kKind>
 inline __attribute__((always_inline)) __m512 LoadParams(const uint8_t* p, int v) {

@@ -122,20 +122,31 @@ def test_128_streams_equal_library_and_metrics_add_up():
     assert [w[0] for w in whole] == want
 
 
+def settled_rss_mb(pid, seconds=1.5):
+    """The lowest RSS over a short idle spell: after a round, the HTTP threads' stacks and arenas and the largest
+    batch's buffers are released over the next tenths of a second (sometimes later), so one sample can sit 50-120
+    MiB above the floor the process returns to."""
+    lowest = rss_mb(pid)
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        time.sleep(0.1)
+        lowest = min(lowest, rss_mb(pid))
+    return lowest
+
+
 def test_memory_bounded():
-    # RSS after a round also holds whatever the largest batch of that round allocated (logits alone are 0.6 MiB a
-    # sequence here), and on a loaded machine rounds batch differently: one sample can sit 50 MiB above the
-    # next. So compare the lower of two samples early with the lower of two samples four rounds later: a leak
-    # stays in both, a transient peak in neither.
+    # A leak raises the floor RSS returns to when idle; a transient (a round that batched differently, threads
+    # still tearing down, an arena not yet trimmed) does not stay in every round. So compare the lowest settled
+    # RSS of the first two rounds with the lowest of the last three.
     requests = make_requests(128, seed=2, max_tokens=(2, 6))
     samples = []
     for _ in range(6):
         run_concurrently(streamed_text, requests)
         wait_idle()
-        samples.append(rss_mb(S.proc.pid))
-    first, last = min(samples[:2]), min(samples[4:])
+        samples.append(settled_rss_mb(S.proc.pid))
+    first, last = min(samples[:2]), min(samples[3:])
     growth = last - first
-    print(f"     RSS after rounds 1-6: {' '.join(f'{m:.0f}' for m in samples)} MiB; growth {growth:.1f} MiB")
+    print(f"     settled RSS after rounds 1-6: {' '.join(f'{m:.0f}' for m in samples)} MiB; growth {growth:.1f} MiB")
     assert growth < 48, samples
 
 

@@ -27,6 +27,25 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# ARM64: the cross compiler, qemu-user and arm64 builds of fmt and GoogleTest, for the kernels_arm64 test (the
+# NEON path under emulation; scripts/test_arm64.sh). Best effort: without them that test is skipped.
+if [ "$(dpkg --print-architecture)" = amd64 ]; then
+  ARM_PACKAGES=(g++-aarch64-linux-gnu qemu-user libfmt-dev:arm64 libgtest-dev:arm64)
+  arm_missing=()
+  for p in "${ARM_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || arm_missing+=("$p")
+  done
+  if ((${#arm_missing[@]})); then
+    echo "setup: installing ${arm_missing[*]}"
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+    if ! { $SUDO dpkg --add-architecture arm64 && { $SUDO apt-get update -qq || true; } &&
+           DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${arm_missing[@]}"; }; then
+      echo "setup: the ARM64 cross tools did not install; the kernels_arm64 test will be skipped"
+    fi
+  fi
+fi
+
 # The JavaScript the `node` ctests run: references they regenerate goldens with (tokenizers.js for tokenizers,
 # @huggingface/jinja for chat templates) and the openai client the server is tested with; reinstalled when a
 # lock changes. Without npm those tests are skipped.

@@ -1,5 +1,6 @@
 // CPU feature detection (GCC's __builtin_cpu_supports, which also checks that the OS saves the vector
-// state) and the process-wide choice of kernel path: best supported, or PARALLM_ISA, or ForceIsa.
+// state; on ARM64 the kernel's HWCAP bits) and the process-wide choice of kernel path: best supported, or
+// PARALLM_ISA, or ForceIsa.
 #include "kernels/cpu_features.h"
 
 #include <atomic>
@@ -16,6 +17,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#if defined(__linux__) && defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 namespace parallm {
 namespace {
@@ -23,6 +28,7 @@ namespace {
 constexpr int kUnset = -1;
 std::atomic<int> g_forced{kUnset};
 
+#if defined(__x86_64__) || defined(__i386__)
 // AMX: the CPU has the tiles and int8 multiplies (CPUID.7.0:EDX bits 24, 25), the OS saves tile state
 // (XCR0 bits 17, 18), and Linux grants this process the 8 KiB of tile data per thread (arch_prctl
 // ARCH_REQ_XCOMP_PERM, Linux 5.16+; without it the first tile instruction faults).
@@ -41,6 +47,7 @@ bool DetectAmx() {
   return false;
 #endif
 }
+#endif
 
 bool Detect(IsaPath p) {
   switch (p) {
@@ -57,8 +64,12 @@ bool Detect(IsaPath p) {
     case IsaPath::kAmx:
       return Detect(IsaPath::kAvx512) && DetectAmx();
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+    case IsaPath::kNeon:
+      return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;  // NEON is baseline; sdot is the dot-product extension
+#endif
     default:
-      return false;  // kNeon: no NEON kernels are compiled yet (TODO), so the path is never offered
+      return false;
   }
 }
 
@@ -75,7 +86,7 @@ IsaPath FromEnv() {
       return BestSupportedIsa();
     }
   }
-  std::fprintf(stderr, "PARALLM_ISA=%s is unknown (scalar|avx2|avxvnni|avx512|amx); using %s\n", env,
+  std::fprintf(stderr, "PARALLM_ISA=%s is unknown (scalar|avx2|avxvnni|avx512|amx|neon); using %s\n", env,
                std::string(IsaName(BestSupportedIsa())).c_str());
   return BestSupportedIsa();
 }

@@ -43,6 +43,7 @@ thread_local Scratch t_scratch;  // each thread's panel and accumulator space
 
 const mm::IsaKernels* KernelsFor(IsaPath isa) {
   switch (isa) {
+#if defined(__x86_64__)
     case IsaPath::kAmx:
       return mm::AmxKernels();
     case IsaPath::kAvx512:
@@ -51,11 +52,12 @@ const mm::IsaKernels* KernelsFor(IsaPath isa) {
       return mm::AvxVnniKernels();
     case IsaPath::kAvx2:
       return mm::Avx2Kernels();
+#elif defined(__aarch64__)
+    case IsaPath::kNeon:
+      return mm::NeonKernels();
+#endif
     default:
-      // kScalar: the reference twin. TODO(neon): an ARM64 path (NEON + sdot/udot, 4 rows per 128-bit register,
-      // the same panel design and per-lane formula) is not written: nothing here can build or test it, so
-      // cpu_features never reports kNeon as supported and ARM64 runs the scalar twin.
-      return nullptr;
+      return nullptr;  // kScalar: the reference twin
   }
 }
 

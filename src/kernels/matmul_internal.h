@@ -1,4 +1,4 @@
-// Internals shared by the MatMul paths (scalar twin, AVX2, AVX-VNNI, AVX-512): activation quantization,
+// Internals shared by the MatMul paths (scalar twin, AVX2, AVX-VNNI, AVX-512, AMX, NEON): activation quantization,
 // per-block weight parameters, and the per-ISA entry points that matmul.cpp dispatches to.
 //
 // The int8 path, in one formula. For token t, weight row r and 32-column block b, with the activation
@@ -98,6 +98,7 @@ const IsaKernels* Avx512Kernels();
 const IsaKernels* AvxVnniKernels();
 const IsaKernels* Avx2Kernels();
 const IsaKernels* AmxKernels();  // AVX-512's, with quant_rows_packed on AMX tiles for batches
+const IsaKernels* NeonKernels();  // ARM64: NEON + sdot, 4 rows per group, repacked at load
 
 // The AVX-512 packed layout (RepackForKernels), which the AMX path reads too: bytes per packed block of 16 rows,
 // whether its codes are nibble-packed (256 code bytes instead of 512), and how its parameters are stored (a

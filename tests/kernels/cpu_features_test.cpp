@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
 namespace parallm {
 namespace {
 
@@ -22,13 +27,22 @@ TEST(CpuFeaturesTest, BestPathIsSupportedAndNamed) {
   if (IsIsaSupported(IsaPath::kAvx512) || IsIsaSupported(IsaPath::kAvxVnni)) {
     EXPECT_TRUE(IsIsaSupported(IsaPath::kAvx2));
   }
+  EXPECT_EQ(IsaName(IsaPath::kNeon), "neon");
 #if defined(__x86_64__)
   EXPECT_FALSE(IsIsaSupported(IsaPath::kNeon));
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+  // ARM64 with the dot-product extension (the cross tests run on qemu's `-cpu max`, which has it) runs NEON.
+  EXPECT_EQ(IsIsaSupported(IsaPath::kNeon), (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0);
+  if (IsIsaSupported(IsaPath::kNeon)) {
+    EXPECT_EQ(best, IsaPath::kNeon);
+  }
 #endif
 }
 
 TEST(CpuFeaturesTest, ForceIsaSwitchesActivePath) {
-  for (IsaPath p : {IsaPath::kScalar, IsaPath::kAvx2, IsaPath::kAvxVnni, IsaPath::kAvx512, IsaPath::kAmx}) {
+  for (IsaPath p : {IsaPath::kScalar, IsaPath::kAvx2, IsaPath::kAvxVnni, IsaPath::kAvx512, IsaPath::kAmx,
+                    IsaPath::kNeon}) {
     if (!IsIsaSupported(p)) continue;
     ForceIsa(p);
     EXPECT_EQ(ActiveIsa(), p);

@@ -1,0 +1,368 @@
+// The ARM64 MatMul path: NEON with the dot-product extension (sdot), one weight row per 32-bit lane, 4 rows
+// per group. Weights are repacked at load into per-group panels; unpacked matrices get the same panel built
+// per call, so one kernel serves both.
+//
+// Same design and formula as the x86 paths (matmul_internal.h): per 32-column block, 8 code registers (lane
+// i = 4 codes of row i at columns 4j..4j+3), `sdot` by lane against the token's 32 activation bytes (two
+// registers, no broadcast needed), the exact int32 block dot per lane, then the f32 tail lane-wise with the
+// scalar twin's operations (a fused multiply-add is vfmaq_f32), so the results equal it bit for bit.
+//
+// sdot multiplies signed by signed bytes, so codes are stored signed: Q8_0 q, Q6_K q - 32, 5-7 bit MLX q,
+// 8-bit MLX q - 128 (code offset -128). 4-bit codes (Q4_0, Q4_K, MLX up to 4 bits) are stored as 0..15, two
+// per byte (low nibble: register j, high nibble: register j + 4); Q4_0's are q, code offset 8.
+#include <arm_neon.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "kernels/matmul_internal.h"
+#include "tensor/matrix.h"
+
+#pragma GCC push_options
+#pragma GCC target("arch=armv8.2-a+dotprod")
+
+namespace parallm::mm {
+namespace {
+
+constexpr int kRows = 4;          // rows per group: one per 32-bit lane
+constexpr int kTokTile = 8;       // tokens per register tile (8 int + 8 f32 accumulators, 8 code registers)
+constexpr int kTokBlock = 64;     // tokens per pass over a group (their activations stay in L2)
+constexpr int kMaxStride = 128 + 32;
+
+#define PARALLM_INLINE inline __attribute__((always_inline))
+
+// How a format's blocks are stored in a panel.
+struct Layout {
+  bool nibbles = false;  // 4-bit codes, two per byte
+  int offset = 0;        // stored code = the format's code + offset (corr undoes it)
+  int params = 1;        // f32 vectors after the codes: scale, then bias (Q4_K, MLX) or the second scale (Q6_K)
+  int CodeBytes() const { return nibbles ? 64 : 128; }
+  int64_t Stride() const { return CodeBytes() + 16 * params; }
+};
+
+Layout LayoutOf(const MatrixView& w, QFormat fmt) {
+  Layout l;
+  l.params = fmt == QFormat::kQ6_K || HasBias(fmt) ? 2 : 1;
+  switch (fmt) {
+    case QFormat::kQ4_0:
+      l.nibbles = true;
+      l.offset = 8;
+      break;
+    case QFormat::kQ4_K:
+      l.nibbles = true;
+      break;
+    case QFormat::kMlx:
+      l.nibbles = w.mlx.bits <= 4;
+      l.offset = w.mlx.bits == 8 ? -128 : 0;
+      break;
+    default:
+      break;
+  }
+  return l;
+}
+
+// The panel of the group of rows [r0, r0 + 4) (a ragged last group repeats its last row): nb blocks of
+// Stride() bytes. Scalar: it runs once per matrix at load (or per call for a matrix that was not repacked).
+void PackGroup(const MatrixView& w, QFormat fmt, const Layout& l, int64_t r0, uint8_t* out) {
+  const int64_t nb = w.cols / 32, stride = l.Stride();
+  thread_local std::vector<float> params;
+  params.assign(static_cast<size_t>(nb * kRows * 2), 0.0f);
+  int16_t codes[kRows][32];
+  int64_t rows[kRows];
+  for (int i = 0; i < kRows; ++i) {
+    rows[i] = std::min(r0 + i, w.rows - 1);
+    float* p = params.data() + i * 2 * nb;
+    BlockParamsRow(w, fmt, rows[i], 0, nb, p, fmt == QFormat::kQ6_K ? p + nb : nullptr,
+                   HasBias(fmt) ? p + nb : nullptr, 1);
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* pb = out + b * stride;
+    for (int i = 0; i < kRows; ++i) {
+      BlockCodes(w, fmt, rows[i], b, codes[i]);
+      for (int c = 0; c < 32; ++c) codes[i][c] = static_cast<int16_t>(codes[i][c] + l.offset);
+    }
+    for (int j = 0; j < 8; ++j)
+      for (int i = 0; i < kRows; ++i)
+        for (int k = 0; k < 4; ++k) {
+          const int c = codes[i][4 * j + k];
+          if (!l.nibbles) {
+            pb[16 * j + 4 * i + k] = static_cast<uint8_t>(static_cast<int8_t>(c));
+          } else if (j < 4) {
+            pb[16 * j + 4 * i + k] = static_cast<uint8_t>(c);
+          } else {
+            pb[16 * (j - 4) + 4 * i + k] |= static_cast<uint8_t>(c << 4);
+          }
+        }
+    auto* pp = reinterpret_cast<float*>(pb + l.CodeBytes());
+    for (int v = 0; v < l.params; ++v)
+      for (int i = 0; i < kRows; ++i) pp[4 * v + i] = params[static_cast<size_t>(i * 2 * nb + v * nb + b)];
+  }
+}
+
+template <bool kNibbles>
+PARALLM_INLINE void LoadCodes(const uint8_t* pb, int8x16_t* w) {
+  if constexpr (kNibbles) {
+    const uint8x16_t m = vdupq_n_u8(0x0F);
+    for (int j = 0; j < 4; ++j) {
+      const uint8x16_t v = vld1q_u8(pb + 16 * j);
+      w[j] = vreinterpretq_s8_u8(vandq_u8(v, m));
+      w[j + 4] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+    }
+  } else {
+    for (int j = 0; j < 8; ++j) w[j] = vld1q_s8(reinterpret_cast<const int8_t*>(pb) + 16 * j);
+  }
+}
+
+// acc + the dots of code register J with activation bytes 4J..4J+3 (lane J % 4 of x[J / 4]).
+template <int J>
+PARALLM_INLINE int32x4_t DotJ(int32x4_t acc, int8x16_t w, int8x16_t x0, int8x16_t x1) {
+  if constexpr (J < 4) {
+    return vdotq_laneq_s32(acc, w, x0, J);
+  } else {
+    return vdotq_laneq_s32(acc, w, x1, J - 4);
+  }
+}
+
+// The block dot of registers J... into acc (one dependent chain).
+template <int... J>
+PARALLM_INLINE int32x4_t DotChain(int32x4_t acc, const int8x16_t* w, int8x16_t x0, int8x16_t x1,
+                                  std::integer_sequence<int, J...>) {
+  ((acc = DotJ<J>(acc, w[J], x0, x1)), ...);
+  return acc;
+}
+
+// Tokens [t0, t0 + T) against all nb blocks of one group's panel; out[t * 4 + lane].
+template <int T, int kSubs, bool kBias, bool kNibbles>
+void Tile(const uint8_t* panel, int64_t stride, int64_t nb, const QuantizedActs& a, int64_t t0, float* out) {
+  constexpr int kCodeBytes = kNibbles ? 64 : 128;
+  float32x4_t f[T];
+  const int8_t* xq[T];
+  const float* dx[T];
+  const float* ds[T];
+  const int32_t* corr[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    f[t] = vdupq_n_f32(0.0f);
+    xq[t] = a.q + (t0 + t) * a.cols;
+    dx[t] = a.d + (t0 + t) * a.nb;
+    ds[t] = a.ds + (t0 + t) * a.nb;
+    corr[t] = a.corr + (t0 + t) * a.nb * kSubs;
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = panel + b * stride;
+    const auto* params = reinterpret_cast<const float*>(pb + kCodeBytes);
+    int8x16_t w[8];
+    LoadCodes<kNibbles>(pb, w);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const int8x16_t x0 = vld1q_s8(xq[t] + b * 32), x1 = vld1q_s8(xq[t] + b * 32 + 16);
+      int32x4_t ia[kSubs];
+      if constexpr (kSubs == 2) {
+        // Q6_K: columns 0-15 (registers 0-3) and 16-31 (4-7) have their own scales.
+        ia[0] = DotChain(vdupq_n_s32(corr[t][2 * b]), w, x0, x1, std::integer_sequence<int, 0, 1, 2, 3>{});
+        ia[1] = DotChain(vdupq_n_s32(corr[t][2 * b + 1]), w, x0, x1, std::integer_sequence<int, 4, 5, 6, 7>{});
+      } else if constexpr (T <= 2) {
+        // Few tokens: two chains (even and odd registers) halve the sdot latency chain; int sums are exact.
+        const int32x4_t even = DotChain(vdupq_n_s32(corr[t][b]), w, x0, x1, std::integer_sequence<int, 0, 2, 4, 6>{});
+        const int32x4_t odd = DotChain(vdupq_n_s32(0), w, x0, x1, std::integer_sequence<int, 1, 3, 5, 7>{});
+        ia[0] = vaddq_s32(even, odd);
+      } else {
+        ia[0] = DotChain(vdupq_n_s32(corr[t][b]), w, x0, x1, std::make_integer_sequence<int, 8>{});
+      }
+#pragma GCC unroll 2
+      for (int s = 0; s < kSubs; ++s)
+        f[t] = vfmaq_f32(f[t], vcvtq_f32_s32(ia[s]), vmulq_n_f32(vld1q_f32(params + 4 * s), dx[t][b]));
+      if constexpr (kBias) f[t] = vfmaq_f32(f[t], vld1q_f32(params + 4), vdupq_n_f32(ds[t][b]));
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) vst1q_f32(out + 4 * t, f[t]);
+}
+
+template <int kSubs, bool kBias, bool kNibbles, int... Ts>
+void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, int64_t stride, int64_t nb,
+                 const QuantizedActs& a, int64_t t0, float* out) {
+  using Fn = void (*)(const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, float*);
+  static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kNibbles>...};
+  kTiles[tt - 1](panel, stride, nb, a, t0, out);
+}
+
+template <int kSubs, bool kBias, bool kNibbles>
+void RunTile(int tt, const uint8_t* panel, int64_t stride, int64_t nb, const QuantizedActs& a, int64_t t0,
+             float* out) {
+  RunTileImpl<kSubs, kBias, kNibbles>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, stride, nb, a, t0, out);
+}
+
+// Tokens [tb0, tb0 + nt) of the group at r0 (nrows valid rows) against its panel, written into args.y.
+void GroupTokens(const QuantArgs& args, const Layout& l, const uint8_t* panel, int64_t r0, int nrows, int64_t tb0,
+                 int64_t nt) {
+  const QuantizedActs& a = *args.acts;
+  const int64_t stride = l.Stride();
+  alignas(16) float out[kTokTile * kRows];
+  for (int64_t t0 = tb0; t0 < tb0 + nt; t0 += kTokTile) {
+    const int tt = static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0));
+    if (args.fmt == QFormat::kQ6_K) {
+      RunTile<2, false, false>(tt, panel, stride, a.nb, a, t0, out);
+    } else if (HasBias(args.fmt)) {
+      if (l.nibbles) {
+        RunTile<1, true, true>(tt, panel, stride, a.nb, a, t0, out);
+      } else {
+        RunTile<1, true, false>(tt, panel, stride, a.nb, a, t0, out);
+      }
+    } else if (l.nibbles) {
+      RunTile<1, false, true>(tt, panel, stride, a.nb, a, t0, out);
+    } else {
+      RunTile<1, false, false>(tt, panel, stride, a.nb, a, t0, out);
+    }
+    for (int t = 0; t < tt; ++t)
+      std::memcpy(args.y + (t0 + t) * args.y_stride + r0, out + 4 * t, static_cast<size_t>(nrows) * sizeof(float));
+  }
+}
+
+// Loop nest: token block (kTokBlock) > row group (its panel in L1) > token tile (registers) > blocks.
+template <typename PanelOf>
+void RowsOverPanels(const QuantArgs& args, int64_t row_begin, int64_t row_end, PanelOf panel_of) {
+  const Layout l = LayoutOf(*args.w, args.fmt);
+  const int64_t n_tokens = args.acts->n_tokens;
+  for (int64_t tb0 = 0; tb0 < n_tokens; tb0 += kTokBlock) {
+    const int64_t nt = std::min<int64_t>(kTokBlock, n_tokens - tb0);
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
+      const int nrows = static_cast<int>(std::min<int64_t>(kRows, row_end - r0));
+      GroupTokens(args, l, panel_of(l, r0), r0, nrows, tb0, nt);
+    }
+  }
+}
+
+void QuantRowsPacked(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* /*scratch*/) {
+  const int64_t nb = args.w->cols / 32;
+  RowsOverPanels(args, row_begin, row_end, [&](const Layout& l, int64_t r0) {
+    return args.w->packed + (r0 / kRows) * nb * l.Stride();
+  });
+}
+
+// Not repacked: each group's panel is built in the scratch, once per token block.
+void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  RowsOverPanels(args, row_begin, row_end, [&](const Layout& l, int64_t r0) {
+    PackGroup(*args.w, args.fmt, l, r0, scratch);
+    return static_cast<const uint8_t*>(scratch);
+  });
+}
+
+size_t ScratchBytes(int64_t /*n_tokens*/, int64_t cols) { return static_cast<size_t>(cols / 32 * kMaxStride) + 64; }
+int CodeOffset(const MatrixView& w, QFormat fmt) { return LayoutOf(w, fmt).offset; }
+
+size_t PackedBytes(const MatrixView& w, QFormat fmt) {
+  const int64_t groups = (w.rows + kRows - 1) / kRows;
+  return static_cast<size_t>(groups * (w.cols / 32) * LayoutOf(w, fmt).Stride());
+}
+
+void Pack(const MatrixView& w, QFormat fmt, uint8_t* out) {
+  const Layout l = LayoutOf(w, fmt);
+  const int64_t group_bytes = w.cols / 32 * l.Stride();
+  for (int64_t r0 = 0; r0 < w.rows; r0 += kRows) PackGroup(w, fmt, l, r0, out + r0 / kRows * group_bytes);
+}
+
+// ---- f32 FMA path ---------------------------------------------------------------------------------------
+// One output = one 4-lane accumulator over columns in steps of 4, the tail zero-padded through a small
+// buffer, then a fixed horizontal sum.
+template <DType kType>
+PARALLM_INLINE float32x4_t LoadW4(const uint8_t* row, int64_t c) {
+  if constexpr (kType == DType::kF32) {
+    return vld1q_f32(reinterpret_cast<const float*>(row) + c);
+  } else {
+    const uint16x4_t h = vld1_u16(reinterpret_cast<const uint16_t*>(row) + c);
+    if constexpr (kType == DType::kF16) {
+      return vcvt_f32_f16(vreinterpret_f16_u16(h));
+    } else {
+      return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
+    }
+  }
+}
+
+template <DType kType, int R, int T>
+void FloatTile(const FloatArgs& a, int64_t r0, int64_t t0) {
+  const MatrixView& w = *a.w;
+  const int64_t cols = w.cols, full = cols / 4 * 4;
+  const size_t esize = Info(kType).block_bytes;
+  float32x4_t acc[R][T];
+  const uint8_t* rows[R];
+  const float* xs[T];
+  for (int r = 0; r < R; ++r) rows[r] = w.Row(r0 + r);
+  for (int t = 0; t < T; ++t) xs[t] = a.x + (t0 + t) * cols;
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = vdupq_n_f32(0.0f);
+  for (int64_t c = 0; c < full; c += 4) {
+    float32x4_t xv[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) xv[t] = vld1q_f32(xs[t] + c);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const float32x4_t wv = LoadW4<kType>(rows[r], c);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) acc[r][t] = vfmaq_f32(acc[r][t], wv, xv[t]);
+    }
+  }
+  if (full < cols) {
+    const int64_t n = cols - full;
+    alignas(16) uint8_t wtail[R][16] = {};
+    alignas(16) float xtail[T][4] = {};
+    for (int r = 0; r < R; ++r) std::memcpy(wtail[r], rows[r] + full * esize, static_cast<size_t>(n) * esize);
+    for (int t = 0; t < T; ++t) std::memcpy(xtail[t], xs[t] + full, static_cast<size_t>(n) * 4);
+    for (int r = 0; r < R; ++r) {
+      const float32x4_t wv = LoadW4<kType>(wtail[r], 0);
+      for (int t = 0; t < T; ++t) acc[r][t] = vfmaq_f32(acc[r][t], wv, vld1q_f32(xtail[t]));
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.y_stride + r0 + r] = vaddvq_f32(acc[r][t]);
+}
+
+template <DType kType, int R>
+void FloatTileT(const FloatArgs& a, int64_t r0, int64_t t0, int tt) {
+  switch (tt) {
+    case 1: return FloatTile<kType, R, 1>(a, r0, t0);
+    case 2: return FloatTile<kType, R, 2>(a, r0, t0);
+    case 3: return FloatTile<kType, R, 3>(a, r0, t0);
+    default: return FloatTile<kType, R, 4>(a, r0, t0);
+  }
+}
+
+// Tiles of 4 rows x 4 tokens: 16 accumulators + 4 activation registers + 1 weight register.
+template <DType kType>
+void FloatRowsT(const FloatArgs& a, int64_t row_begin, int64_t row_end) {
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += 4) {
+    const int rr = static_cast<int>(std::min<int64_t>(4, row_end - r0));
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += 4) {
+      const int tt = static_cast<int>(std::min<int64_t>(4, a.n_tokens - t0));
+      switch (rr) {
+        case 1: FloatTileT<kType, 1>(a, r0, t0, tt); break;
+        case 2: FloatTileT<kType, 2>(a, r0, t0, tt); break;
+        case 3: FloatTileT<kType, 3>(a, r0, t0, tt); break;
+        default: FloatTileT<kType, 4>(a, r0, t0, tt); break;
+      }
+    }
+  }
+}
+
+void FloatRows(const FloatArgs& a, int64_t row_begin, int64_t row_end) {
+  switch (a.w->dtype) {
+    case DType::kF32: return FloatRowsT<DType::kF32>(a, row_begin, row_end);
+    case DType::kF16: return FloatRowsT<DType::kF16>(a, row_begin, row_end);
+    default: return FloatRowsT<DType::kBF16>(a, row_begin, row_end);
+  }
+}
+
+// Activations: the shared QuantizeActs (about 1% of a call's work).
+const IsaKernels kKernels{kRows,        &CodeOffset, &ScratchBytes, &QuantizeActs,   &QuantRows,
+                          &FloatRows,   &PackedBytes, &Pack,        &QuantRowsPacked};
+
+}  // namespace
+
+const IsaKernels* NeonKernels() { return &kKernels; }
+
+}  // namespace parallm::mm
+
+#pragma GCC pop_options

@@ -10,3 +10,5 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 # toolchain's copy: `-L /usr/aarch64-linux-gnu` mixes the two and hangs at the first thread.
 # -cpu max: an Armv8.x+ core with the dot-product extension (sdot), so the NEON path is exercised.
 set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-cpu;max)
+# pkg-config (libhwy, ...) must report the arm64 multiarch libraries, not the host's.
+set(ENV{PKG_CONFIG_LIBDIR} "/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig")

@@ -15,34 +15,29 @@ PACKAGES=(
   python3 python3-numpy                # tests/reference: the independent numpy forward pass
 )
 
-missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+# install_missing PACKAGE...: apt-get installs those not installed yet (fails if apt-get does).
+install_missing() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
   echo "setup: installing ${missing[*]}"
-  SUDO=""
-  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
   $SUDO apt-get update -qq || true
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+}
+
+install_missing "${PACKAGES[@]}"
 
 # ARM64: the cross compiler, qemu-user and arm64 builds of fmt and GoogleTest, for the kernels_arm64 test (the
 # NEON path under emulation; scripts/test_arm64.sh). Best effort: without them that test is skipped.
 if [ "$(dpkg --print-architecture)" = amd64 ]; then
-  ARM_PACKAGES=(g++-aarch64-linux-gnu qemu-user libfmt-dev:arm64 libgtest-dev:arm64)
-  arm_missing=()
-  for p in "${ARM_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || arm_missing+=("$p")
-  done
-  if ((${#arm_missing[@]})); then
-    echo "setup: installing ${arm_missing[*]}"
-    SUDO=""
-    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-    if ! { $SUDO dpkg --add-architecture arm64 && { $SUDO apt-get update -qq || true; } &&
-           DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${arm_missing[@]}"; }; then
-      echo "setup: the ARM64 cross tools did not install; the kernels_arm64 test will be skipped"
-    fi
+  if ! { $SUDO dpkg --add-architecture arm64 &&
+         install_missing g++-aarch64-linux-gnu qemu-user libfmt-dev:arm64 libgtest-dev:arm64; }; then
+    echo "setup: the ARM64 cross tools did not install; the kernels_arm64 test will be skipped"
   fi
 fi
 

@@ -11,8 +11,11 @@
 // operations are these scalar ones), so all paths, batch sizes and thread splits agree bit for bit.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "tensor/matrix.h"
 
@@ -77,6 +80,29 @@ struct FloatArgs {
   float* y = nullptr;
   int64_t y_stride = 0;
 };
+
+// The f32 FMA paths' loop nest: rows [row_begin, row_end) x all tokens in tiles of up to 4 rows x kMaxT tokens,
+// each tile run by Tiles::Run<dtype, R, T>(a, r0, t0), the path's register tile (compiled for its instruction
+// set). A tile only groups outputs; each output's operations are the same in any tile.
+template <typename Tiles, int kMaxT>
+void FloatRowsByTiles(const FloatArgs& a, int64_t row_begin, int64_t row_end) {
+  using Fn = void (*)(const FloatArgs&, int64_t, int64_t);
+  auto rows = [&]<DType kType>() {
+    static constexpr auto kTable = []<int... I>(std::integer_sequence<int, I...>) {
+      return std::array<Fn, 4 * kMaxT>{&Tiles::template Run<kType, I / kMaxT + 1, I % kMaxT + 1>...};
+    }(std::make_integer_sequence<int, 4 * kMaxT>{});
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += 4) {
+      const int64_t rr = std::min<int64_t>(4, row_end - r0);
+      for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kMaxT)
+        kTable[static_cast<size_t>((rr - 1) * kMaxT + std::min<int64_t>(kMaxT, a.n_tokens - t0) - 1)](a, r0, t0);
+    }
+  };
+  switch (a.w->dtype) {
+    case DType::kF32: return rows.template operator()<DType::kF32>();
+    case DType::kF16: return rows.template operator()<DType::kF16>();
+    default: return rows.template operator()<DType::kBF16>();
+  }
+}
 
 struct IsaKernels {
   int row_group = 16;

@@ -652,38 +652,13 @@ void FloatTile(const FloatArgs& a, int64_t r0, int64_t t0) {
     for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.y_stride + r0 + r] = HSum(acc[r][t]);
 }
 
-template <DType kType, int R>
-void FloatTileT(const FloatArgs& a, int64_t r0, int64_t t0, int tt) {
-  switch (tt) {
-    case 1: return FloatTile<kType, R, 1>(a, r0, t0);
-    case 2: return FloatTile<kType, R, 2>(a, r0, t0);
-    case 3: return FloatTile<kType, R, 3>(a, r0, t0);
-    default: return FloatTile<kType, R, 4>(a, r0, t0);
-  }
-}
-
-template <DType kType>
-void FloatRowsT(const FloatArgs& a, int64_t row_begin, int64_t row_end) {
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += 4) {
-    const int rr = static_cast<int>(std::min<int64_t>(4, row_end - r0));
-    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += 4) {
-      const int tt = static_cast<int>(std::min<int64_t>(4, a.n_tokens - t0));
-      switch (rr) {
-        case 1: FloatTileT<kType, 1>(a, r0, t0, tt); break;
-        case 2: FloatTileT<kType, 2>(a, r0, t0, tt); break;
-        case 3: FloatTileT<kType, 3>(a, r0, t0, tt); break;
-        default: FloatTileT<kType, 4>(a, r0, t0, tt); break;
-      }
-    }
-  }
-}
+struct FloatTiles {
+  template <DType kType, int R, int T>
+  static void Run(const FloatArgs& a, int64_t r0, int64_t t0) { FloatTile<kType, R, T>(a, r0, t0); }
+};
 
 void FloatRows(const FloatArgs& a, int64_t row_begin, int64_t row_end) {
-  switch (a.w->dtype) {
-    case DType::kF32: return FloatRowsT<DType::kF32>(a, row_begin, row_end);
-    case DType::kF16: return FloatRowsT<DType::kF16>(a, row_begin, row_end);
-    default: return FloatRowsT<DType::kBF16>(a, row_begin, row_end);
-  }
+  FloatRowsByTiles<FloatTiles, 4>(a, row_begin, row_end);
 }
 
 }  // namespace

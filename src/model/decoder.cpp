@@ -31,17 +31,23 @@ Model::Model(LoadedModel loaded) : loaded_(std::move(loaded)) {
   if (env == nullptr || std::strcmp(env, "0") != 0) {
     const auto start = std::chrono::steady_clock::now();
     ModelWeights& w = loaded_.weights;
-    auto repack = [&](MatrixView& m) {
-      size_t bytes = 0;
-      if (auto mem = RepackForKernels(&m, &bytes)) {
-        w.packed.push_back(std::move(mem));
-        w.packed_bytes += bytes;
-      }
-    };
+    std::vector<MatrixView*> mats;
     for (LayerWeights& lw : w.layers) {
-      for (MatrixView* m : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) repack(*m);
+      for (MatrixView* m : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) mats.push_back(m);
     }
-    repack(w.output);  // a copy of the view even when tied: the embedding lookup keeps reading the stored rows
+    mats.push_back(&w.output);  // a copy of the view even when tied: the embedding lookup keeps reading the stored rows
+    // One matrix per task over all cores: each is packed by one thread, so the copies do not depend on the split.
+    std::vector<std::shared_ptr<uint8_t[]>> mems(mats.size());
+    std::vector<size_t> bytes(mats.size(), 0);
+    ThreadPool pool(0);
+    pool.ParallelFor(static_cast<int64_t>(mats.size()), [&](int64_t i, int) {
+      mems[static_cast<size_t>(i)] = RepackForKernels(mats[static_cast<size_t>(i)], &bytes[static_cast<size_t>(i)]);
+    });
+    for (size_t i = 0; i < mats.size(); ++i) {
+      if (mems[i] == nullptr) continue;
+      w.packed.push_back(std::move(mems[i]));
+      w.packed_bytes += bytes[i];
+    }
     repack_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (std::getenv("PARALLM_REPACK_VERBOSE") != nullptr)
       std::fprintf(stderr, "repacked %zu matrices: %.1f MiB in %.3f s\n", w.packed.size(),

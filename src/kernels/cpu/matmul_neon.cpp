@@ -30,7 +30,6 @@ namespace {
 constexpr int kRows = 4;          // rows per group: one per 32-bit lane
 constexpr int kTokTile = 8;       // tokens per register tile (8 int + 8 f32 accumulators, 8 code registers)
 constexpr int kTokBlock = 64;     // tokens per pass over a group (their activations stay in L2)
-constexpr int kMaxStride = 128 + 32;
 
 #define PARALLM_INLINE inline __attribute__((always_inline))
 
@@ -39,9 +38,12 @@ struct Layout {
   bool nibbles = false;  // 4-bit codes, two per byte
   int offset = 0;        // stored code = the format's code + offset (corr undoes it)
   int params = 1;        // f32 vectors after the codes: scale, then bias (Q4_K, MLX) or the second scale (Q6_K)
-  int CodeBytes() const { return nibbles ? 64 : 128; }
-  int64_t Stride() const { return CodeBytes() + 16 * params; }
+  constexpr int CodeBytes() const { return nibbles ? 64 : 128; }
+  constexpr int64_t Stride() const { return CodeBytes() + 16 * params; }
+  // A group's panel: all of a row's 32-column blocks.
+  int64_t GroupBytes(const MatrixView& w) const { return w.cols / 32 * Stride(); }
 };
+constexpr int64_t kMaxStride = Layout{false, 0, 2}.Stride();  // byte codes and two parameter vectors
 
 Layout LayoutOf(const MatrixView& w, QFormat fmt) {
   Layout l;
@@ -237,9 +239,8 @@ void RowsOverPanels(const QuantArgs& args, int64_t row_begin, int64_t row_end, P
 }
 
 void QuantRowsPacked(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* /*scratch*/) {
-  const int64_t nb = args.w->cols / 32;
   RowsOverPanels(args, row_begin, row_end, [&](const Layout& l, int64_t r0) {
-    return args.w->packed + (r0 / kRows) * nb * l.Stride();
+    return args.w->packed + (r0 / kRows) * l.GroupBytes(*args.w);
   });
 }
 
@@ -251,18 +252,17 @@ void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_
   });
 }
 
-size_t ScratchBytes(int64_t /*n_tokens*/, int64_t cols) { return static_cast<size_t>(cols / 32 * kMaxStride) + 64; }
+size_t ScratchBytes(int64_t /*n_tokens*/, int64_t cols) { return static_cast<size_t>(cols / 32 * kMaxStride + 64); }
 int CodeOffset(const MatrixView& w, QFormat fmt) { return LayoutOf(w, fmt).offset; }
 
 size_t PackedBytes(const MatrixView& w, QFormat fmt) {
   const int64_t groups = (w.rows + kRows - 1) / kRows;
-  return static_cast<size_t>(groups * (w.cols / 32) * LayoutOf(w, fmt).Stride());
+  return static_cast<size_t>(groups * LayoutOf(w, fmt).GroupBytes(w));
 }
 
 void Pack(const MatrixView& w, QFormat fmt, uint8_t* out) {
   const Layout l = LayoutOf(w, fmt);
-  const int64_t group_bytes = w.cols / 32 * l.Stride();
-  for (int64_t r0 = 0; r0 < w.rows; r0 += kRows) PackGroup(w, fmt, l, r0, out + r0 / kRows * group_bytes);
+  for (int64_t r0 = 0; r0 < w.rows; r0 += kRows) PackGroup(w, fmt, l, r0, out + r0 / kRows * l.GroupBytes(w));
 }
 
 // ---- f32 FMA path ---------------------------------------------------------------------------------------

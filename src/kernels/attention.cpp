@@ -58,11 +58,13 @@ struct GroupTask {
   int64_t slot_stride;
   int block_size;
   const int32_t* block_table;
-  int64_t n_ctx;
+  int64_t begin;       // first position attended to (sliding window; else 0)
+  int64_t n_ctx;       // positions [begin, n_ctx) are attended to
   int64_t row_stride;  // floats between two heads' score rows: n_ctx rounded up to a multiple of kLanes
   int group, head_dim;
   float scale;
-  float* scores;  // [group, row_stride]
+  float softcap;  // 0: none
+  float* scores;  // [group, row_stride]: position begin + i at column i
   float* out;     // [group, head_dim]
 };
 
@@ -126,6 +128,7 @@ void PagedAttention(const float* q, const AttentionShape& s, const PagedKvView& 
   PARALLM_CHECK(static_cast<int64_t>(scratch.size()) >= PagedAttentionScratchSize(s, n_ctx));
   PARALLM_DCHECK(n_ctx <= static_cast<int64_t>(block_table.size()) * kv.block_size);
   const int group = s.n_heads / s.n_kv_heads;
+  const int64_t begin = AttentionBegin(s, n_ctx);
   for (int kvh = kv_head_begin; kvh < kv_head_end; ++kvh) {
     const int64_t head0 = static_cast<int64_t>(kvh) * group;  // the group's first query head
     const GroupTask task{q + head0 * s.head_dim,
@@ -134,11 +137,13 @@ void PagedAttention(const float* q, const AttentionShape& s, const PagedKvView& 
                          kv.slot_stride,
                          kv.block_size,
                          block_table.data(),
+                         begin,
                          n_ctx,
-                         (n_ctx + kLanes - 1) / kLanes * kLanes,
+                         (n_ctx - begin + kLanes - 1) / kLanes * kLanes,
                          group,
                          s.head_dim,
                          s.scale,
+                         s.softcap,
                          scratch.data(),
                          out + head0 * s.head_dim};
     kernel(task);
@@ -164,27 +169,28 @@ namespace ref {
 void PagedAttention(const float* q, const AttentionShape& s, const PagedKvView& kv,
                     std::span<const int32_t> block_table, int64_t n_ctx, int kv_head_begin, int kv_head_end,
                     std::span<float> scratch_span, float* out) {
-  PARALLM_CHECK(static_cast<int64_t>(scratch_span.size()) >= n_ctx);
+  const int64_t begin = AttentionBegin(s, n_ctx), n = n_ctx - begin;
+  PARALLM_CHECK(static_cast<int64_t>(scratch_span.size()) >= n);
   float* scratch = scratch_span.data();
   const int group = s.n_heads / s.n_kv_heads;
+  auto slot_of = [&](int64_t j) {
+    return static_cast<int64_t>(block_table[static_cast<size_t>(j / kv.block_size)]) * kv.block_size + j % kv.block_size;
+  };
   for (int h = kv_head_begin * group; h < kv_head_end * group; ++h) {
     const int kvh = h / group;
-    for (int64_t j = 0; j < n_ctx; ++j) {
-      const int64_t slot =
-          static_cast<int64_t>(block_table[static_cast<size_t>(j / kv.block_size)]) * kv.block_size + j % kv.block_size;
-      const float* k = kv.keys + slot * kv.slot_stride + static_cast<int64_t>(kvh) * s.head_dim;
+    for (int64_t j = begin; j < n_ctx; ++j) {
+      const float* k = kv.keys + slot_of(j) * kv.slot_stride + static_cast<int64_t>(kvh) * s.head_dim;
       double dot = 0;
       for (int d = 0; d < s.head_dim; ++d) dot += static_cast<double>(q[h * s.head_dim + d]) * k[d];
-      scratch[j] = static_cast<float>(dot) * s.scale;
+      float score = static_cast<float>(dot) * s.scale;
+      if (s.softcap > 0) score = s.softcap * std::tanh(score / s.softcap);
+      scratch[j - begin] = score;
     }
-    Softmax(scratch, n_ctx);
+    Softmax(scratch, n);
     for (int d = 0; d < s.head_dim; ++d) {
       double acc = 0;
-      for (int64_t j = 0; j < n_ctx; ++j) {
-        const int64_t slot =
-            static_cast<int64_t>(block_table[static_cast<size_t>(j / kv.block_size)]) * kv.block_size + j % kv.block_size;
-        acc += static_cast<double>(scratch[j]) * kv.values[slot * kv.slot_stride + kvh * s.head_dim + d];
-      }
+      for (int64_t j = begin; j < n_ctx; ++j)
+        acc += static_cast<double>(scratch[j - begin]) * kv.values[slot_of(j) * kv.slot_stride + kvh * s.head_dim + d];
       out[h * s.head_dim + d] = static_cast<float>(acc);
     }
   }

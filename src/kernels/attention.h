@@ -22,7 +22,17 @@ struct AttentionShape {
   int n_kv_heads = 0;
   int head_dim = 0;
   float scale = 1.0f;  // usually 1/sqrt(head_dim)
+  // Sliding window: the token (the last of its n_ctx positions) attends only to the last `sliding_window`
+  // positions, itself included (0: all of them).
+  int sliding_window = 0;
+  // Soft-capping of the scaled scores before the softmax: cap * tanh(score / cap) (Gemma 2; 0: none).
+  float softcap = 0;
 };
+
+// The first position a token with n_ctx positions of context attends to.
+inline int64_t AttentionBegin(const AttentionShape& shape, int64_t n_ctx) {
+  return shape.sliding_window > 0 && n_ctx > shape.sliding_window ? n_ctx - shape.sliding_window : 0;
+}
 
 // Floats of `scratch` PagedAttention needs for a context of n_ctx positions: one row of scores per query head of a
 // KV head's group, each padded to a multiple of 16 positions (the widest vector tile).
@@ -30,7 +40,7 @@ inline int64_t PagedAttentionScratchSize(const AttentionShape& shape, int64_t n_
   return static_cast<int64_t>(shape.n_heads / shape.n_kv_heads) * ((n_ctx + 15) / 16 * 16);
 }
 
-// q: [n_heads, head_dim] of one token; out: [n_heads, head_dim]. Attends to positions [0, n_ctx), whose slots
+// q: [n_heads, head_dim] of one token; out: [n_heads, head_dim]. Attends to positions [AttentionBegin, n_ctx), whose slots
 // are block_table[j / block_size] * block_size + j % block_size. `scratch` holds at least
 // PagedAttentionScratchSize(shape, n_ctx) floats (checked).
 // Only the heads in [kv_head_begin, kv_head_end) of KV heads (and their query heads) are computed, so callers can

@@ -117,13 +117,14 @@ PARALLM_INLINE float MaxOf(const float* x, int64_t n) {
 
 void AttendGroup(const GroupTask& t) {
   const int D = t.head_dim, vec_d = D / W * W;  // dims [vec_d, D) (head_dim not a multiple of W) go lane by lane
-  const int64_t n_ctx = t.n_ctx;
+  // Positions [t.begin, t.n_ctx) are attended to; a score row's column c is position t.begin + c.
+  const int64_t n_ctx = t.n_ctx - t.begin;
 
   // 1. Scores, W positions at a time; each key row comes from memory for the first head, from L1 for the others.
   for (int64_t j0 = 0; j0 < n_ctx; j0 += W) {
     const int n = static_cast<int>(std::min<int64_t>(W, n_ctx - j0));
     const float* k[W];
-    TileRows(t, t.keys, j0, n, k);
+    TileRows(t, t.keys, t.begin + j0, n, k);
     for (int g = 0; g < t.group; ++g) {
       const float* qg = t.q + static_cast<int64_t>(g) * D;
       V acc[W] = {};
@@ -143,10 +144,12 @@ void AttendGroup(const GroupTask& t) {
     }
   }
 
-  // 2. Softmax of each head's row: max, exp and sum in a fixed lane order, then normalized in place; the padding
-  // after n_ctx becomes zero weights for step 3's partial tile.
+  // 2. Softmax of each head's row (after soft-capping, when asked): max, exp and sum in a fixed lane order, then
+  // normalized in place; the padding after n_ctx becomes zero weights for step 3's partial tile.
   for (int g = 0; g < t.group; ++g) {
     float* row = t.scores + g * t.row_stride;
+    if (t.softcap > 0)
+      for (int64_t j = 0; j < n_ctx; ++j) row[j] = t.softcap * std::tanh(row[j] / t.softcap);
     const float inv = 1.0f / ExpShiftSum(row, n_ctx, MaxOf(row, n_ctx));
     for (int64_t j = 0; j < n_ctx; ++j) row[j] *= inv;
     std::fill(row + n_ctx, row + t.row_stride, 0.0f);
@@ -158,7 +161,7 @@ void AttendGroup(const GroupTask& t) {
   for (int64_t j0 = 0; j0 < n_ctx; j0 += W) {
     const int n = static_cast<int>(std::min<int64_t>(W, n_ctx - j0));
     const float* v[W];
-    TileRows(t, t.values, j0, n, v);
+    TileRows(t, t.values, t.begin + j0, n, v);
     for (int d = 0; d < vec_d; d += W) {
       V vd[W];
 #pragma GCC unroll 16

@@ -70,6 +70,28 @@ PARALLM_CLONES void SiluMul(const float* gate, const float* up, int64_t n, float
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + ExpClamped(-gate[i])) * up[i];
 }
 
+// GELU's tanh form as a logistic: 0.5 g (1 + tanh(u)) = g / (1 + exp(-2u)), u = sqrt(2/pi) (g + 0.044715 g^3);
+// the same loop shape as SiluMul, one exp and one division per value.
+constexpr float kGeluTwoC = 2.0f * 0.7978845608028654f;  // 2 sqrt(2/pi)
+
+PARALLM_CLONES void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
+  constexpr int kLanes = 16;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    float e[kLanes], block[kLanes];
+    for (int l = 0; l < kLanes; ++l) {
+      const float g = gate[i + l];
+      e[l] = 1.0f + ExpClamped(-kGeluTwoC * (g + 0.044715f * g * g * g));
+    }
+    for (int l = 0; l < kLanes; ++l) block[l] = gate[i + l] / e[l] * up[i + l];
+    for (int l = 0; l < kLanes; ++l) out[i + l] = block[l];
+  }
+  for (; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + ExpClamped(-kGeluTwoC * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
 namespace ref {
 void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) {
@@ -77,7 +99,21 @@ void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
 }
+
+// In double with std::exp. (The textbook 0.5 g (1 + tanh(u)) loses every digit to cancellation for g < -5, where
+// tanh(u) rounds to -1; the logistic form is the same function without the cancellation.)
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    const double gelu = g / (1.0 + std::exp(-2.0 * 0.7978845608028654 * (g + 0.044715 * g * g * g)));
+    out[i] = static_cast<float>(gelu * up[i]);
+  }
+}
 }  // namespace ref
+
+void SoftCap(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
 
 void Softmax(float* x, int64_t n) {
   float mx = *std::max_element(x, x + n);

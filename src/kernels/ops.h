@@ -25,12 +25,21 @@ void ApplyRope(float* x, int n_heads, int head_dim, int rotary_dim, int64_t posi
 // out[i] = silu(gate[i]) * up[i]; out may alias gate or up. Vectorized with a polynomial exp (kernels/fast_exp.h).
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 
+// out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU with the tanh approximation: Gemma's gelu_pytorch_tanh); out may
+// alias gate or up. Vectorized like SiluMul.
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
+
+// Soft-capping in place: x[i] = cap * tanh(x[i] / cap) (Gemma 2's final logits).
+void SoftCap(float* x, int64_t n, float cap);
+
 // In-place softmax of n values.
 void Softmax(float* x, int64_t n);
 
 namespace ref {
 // SiluMul with std::exp, one value at a time.
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+// GeluTanhMul in double with std::exp.
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
 }  // namespace ref
 
 }  // namespace parallm

@@ -1,6 +1,6 @@
-// PagedAttention against its scalar reference twin, on ragged shapes and scattered block tables, and the
-// properties the engine needs: a head's result does not depend on how the KV heads are split, on what else is in
-// the scratch buffer, or on the other heads' queries.
+// PagedAttention against its scalar reference twin, on ragged shapes and scattered block tables (with sliding
+// windows and soft-capping too), and the properties the engine needs: a head's result does not depend on how the KV
+// heads are split, on what else is in the scratch buffer, or on the other heads' queries.
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -16,11 +16,13 @@ namespace {
 struct Case {
   int n_heads, n_kv_heads, head_dim, block_size;
   int64_t n_ctx;
+  int window = 0;      // sliding window (0: none)
+  float softcap = 0;   // score soft-capping (0: none)
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.n_heads << "/" << c.n_kv_heads << " heads, dim " << c.head_dim << ", block " << c.block_size << ", n_ctx "
-      << c.n_ctx;
+      << c.n_ctx << ", window " << c.window << ", softcap " << c.softcap;
 }
 
 // Random keys, values and queries for one sequence whose blocks lie scattered and out of order in the storage.
@@ -46,7 +48,8 @@ struct Fixture {
     for (int64_t b = 0; b < used; ++b) table.push_back(static_cast<int32_t>(2 * (used - 1 - b) + 1));
     q.resize(static_cast<size_t>(c.n_heads * c.head_dim));
     for (float& x : q) x = normal(rng);
-    shape = {c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+    shape = {c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window,
+             c.softcap};
     kv = {keys.data(), values.data(), stride, c.block_size};
   }
 
@@ -138,13 +141,45 @@ INSTANTIATE_TEST_SUITE_P(
         Case{14, 2, 64, 32, 300}, Case{14, 2, 64, 32, 1000},
         // Other group sizes, head dims not a multiple of any vector width, and odd block sizes.
         Case{1, 1, 8, 16, 1}, Case{8, 4, 8, 16, 37}, Case{16, 8, 128, 16, 129}, Case{4, 2, 20, 4, 9},
-        Case{6, 3, 50, 5, 61}, Case{21, 3, 72, 7, 45}, Case{8, 1, 64, 3, 33}),
+        Case{6, 3, 50, 5, 61}, Case{21, 3, 72, 7, 45}, Case{8, 1, 64, 3, 33},
+        // Sliding windows starting mid-block and mid-tile, shorter and longer than the context; soft-capping (a cap
+        // of 1 bends every score of these keys), alone and with a window.
+        Case{14, 2, 64, 16, 300, 37}, Case{14, 2, 64, 16, 1000, 512}, Case{8, 4, 8, 16, 37, 5},
+        Case{6, 3, 50, 5, 61, 16}, Case{4, 2, 20, 4, 9, 100}, Case{8, 1, 64, 3, 33, 1},
+        Case{14, 2, 64, 16, 300, 0, 1.0f}, Case{8, 4, 72, 16, 45, 0, 50.0f}, Case{6, 3, 50, 5, 61, 17, 2.0f}),
     [](const auto& info) {
       const Case& c = info.param;
       std::ostringstream name;
       name << "h" << c.n_heads << "kv" << c.n_kv_heads << "_d" << c.head_dim << "_b" << c.block_size << "_ctx" << c.n_ctx;
+      if (c.window > 0) name << "_win" << c.window;
+      if (c.softcap > 0) name << "_cap" << static_cast<int>(c.softcap);
       return name.str();
     });
+
+// A window covers exactly the last `window` positions: keys and values before it may hold anything (here NaN) without
+// changing a bit of the result, and a window of at least n_ctx is the same as none.
+TEST(PagedAttentionWindowTest, ReadsOnlyTheWindow) {
+  const Case c{8, 2, 64, 16, 100, 30};
+  Fixture f(c);
+  ForEachWidth([&] {
+    const std::vector<float> windowed = f.Run(0, c.n_kv_heads, std::vector<float>(f.q.size()));
+    Fixture poisoned(c);
+    const int64_t stride = poisoned.kv.slot_stride;
+    for (int64_t j = 0; j < c.n_ctx - c.window; ++j) {
+      const int64_t slot = static_cast<int64_t>(poisoned.table[static_cast<size_t>(j / c.block_size)]) * c.block_size +
+                           j % c.block_size;
+      std::fill_n(poisoned.keys.data() + slot * stride, stride, NAN);
+      std::fill_n(poisoned.values.data() + slot * stride, stride, NAN);
+    }
+    EXPECT_EQ(poisoned.Run(0, c.n_kv_heads, std::vector<float>(f.q.size())), windowed);
+
+    Fixture wide(Case{8, 2, 64, 16, 100, 100}), none(Case{8, 2, 64, 16, 100, 0});
+    EXPECT_EQ(wide.Run(0, c.n_kv_heads, std::vector<float>(f.q.size())),
+              none.Run(0, c.n_kv_heads, std::vector<float>(f.q.size())));
+    // And the window matters: the same context without it gives other values.
+    EXPECT_NE(none.Run(0, c.n_kv_heads, std::vector<float>(f.q.size())), windowed);
+  });
+}
 
 }  // namespace
 }  // namespace parallm

@@ -1,5 +1,6 @@
 // Elementwise kernels against their scalar twins: the polynomial exp stays within a few ulp of std::exp over
-// the range activations take, and SiluMul matches its std::exp twin on ragged lengths, in place too.
+// the range activations take, SiluMul and GeluTanhMul match their twins on ragged lengths, in place too, and
+// SoftCap bends large values only.
 #include <cmath>
 #include <random>
 #include <vector>
@@ -55,6 +56,48 @@ TEST(SiluMul, BlockAndTailGiveTheSameBits) {
     SiluMul(gate.data() + i, up.data() + i, 1, &one);
     EXPECT_EQ(one, all[static_cast<size_t>(i)]) << i;
   }
+}
+
+TEST(GeluTanhMul, MatchesTheTextbookTwinOnRaggedLengths) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> value(-8.0f, 8.0f), scale(-3.0f, 3.0f);
+  for (int64_t n : {1, 7, 16, 17, 33, 2304, 2307}) {
+    std::vector<float> gate(static_cast<size_t>(n)), up(static_cast<size_t>(n));
+    for (auto& g : gate) g = value(rng);
+    for (auto& u : up) u = scale(rng);
+    std::vector<float> want(gate.size()), got(gate.size()), in_place = gate;
+    ref::GeluTanhMul(gate.data(), up.data(), n, want.data());
+    GeluTanhMul(gate.data(), up.data(), n, got.data());
+    GeluTanhMul(in_place.data(), up.data(), n, in_place.data());
+    for (size_t i = 0; i < gate.size(); ++i) {
+      // The cubic's rounding moves exp's argument by ~1e-7 relative; at g = -8 the argument is ~50.
+      EXPECT_NEAR(got[i], want[i], 3e-5f * std::abs(want[i]) + 1e-30f) << "n " << n << " i " << i;
+      EXPECT_EQ(in_place[i], got[i]) << "n " << n << " i " << i;
+    }
+  }
+}
+
+// Known values of PyTorch's gelu(x, approximate="tanh"), and GELU is not SiLU (the trap Gemma's MLP sets).
+TEST(GeluTanhMul, KnownValues) {
+  const float gate[] = {1.0f, -1.0f, 2.5f, 0.0f, -3.0f};
+  const float want[] = {0.8411920f, -0.1588080f, 2.4849157f, 0.0f, -0.0036374f};
+  const float up[] = {1, 1, 1, 1, 1};
+  float got[5], silu[5];
+  GeluTanhMul(gate, up, 5, got);
+  SiluMul(gate, up, 5, silu);
+  for (int i = 0; i < 5; ++i) EXPECT_NEAR(got[i], want[i], 2e-6f) << gate[i];
+  EXPECT_GT(std::abs(silu[0] - got[0]), 0.1f);
+}
+
+TEST(SoftCap, BendsLargeValuesOnly) {
+  float x[] = {0.01f, -0.02f, 100.0f, -100.0f, 30.0f};
+  SoftCap(x, 5, 30.0f);
+  EXPECT_NEAR(x[0], 0.01f, 1e-7f);
+  EXPECT_NEAR(x[1], -0.02f, 1e-7f);
+  EXPECT_NEAR(x[2], 30.0f * std::tanh(100.0f / 30.0f), 1e-5f);
+  EXPECT_LT(x[2], 30.0f);
+  EXPECT_GT(x[3], -30.0f);
+  EXPECT_NEAR(x[4], 30.0f * std::tanh(1.0f), 1e-5f);
 }
 
 }  // namespace

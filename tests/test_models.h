@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model/family_config.h"
 #include "model/model.h"
 #include "model/model_writer.h"
 #include "model/synthetic.h"
@@ -21,6 +22,11 @@ struct TinyModelOptions {
   uint64_t seed = 3;
   // Overrides of the tiny preset (0 = keep).
   int hidden = 0, layers = 0, ffn = 0, vocab = 0;
+  int sliding_window = -1;  // -1: the family's default
+  // Phi-3: LongRoPE switching to its long factors past `longrope_original` positions (0: no scaling), and the
+  // fraction of each head RoPE rotates (0: all).
+  int longrope_original = 0;
+  float partial_rotary = 0;
 };
 
 inline std::unique_ptr<Model> TinyModel(const TinyModelOptions& o, const std::string& name) {
@@ -30,6 +36,18 @@ inline std::unique_ptr<Model> TinyModel(const TinyModelOptions& o, const std::st
   if (o.layers > 0) config->n_layers = o.layers;
   if (o.ffn > 0) config->ffn = o.ffn;
   if (o.vocab > 0) config->vocab = o.vocab;
+  if (o.sliding_window >= 0) config->sliding_window = o.sliding_window;
+  if (o.partial_rotary > 0) config->rotary_dim = static_cast<int>(config->head_dim * o.partial_rotary);
+  if (o.longrope_original > 0) {
+    ModelConfig::LongRope r;
+    for (int i = 0; i < config->rotary() / 2; ++i) {
+      r.short_factors.push_back(1.0f + 0.1f * static_cast<float>(i));
+      r.long_factors.push_back(1.0f + 2.0f * static_cast<float>(i));
+    }
+    r.original_max_position = o.longrope_original;
+    r.attn_factor = LongRopeAttnFactor(config->context_length, o.longrope_original);
+    config->rope_longrope = r;
+  }
   WriteOptions options;
   options.format = o.format;
   options.gguf_type = o.gguf_type;

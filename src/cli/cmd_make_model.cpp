@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "cli/write_options.h"
+#include "formats/gguf.h"
 #include "model/arch/arch.h"
+#include "model/family_config.h"
 #include "model/model_writer.h"
 #include "model/synthetic.h"
 #include "util/progress.h"
@@ -27,6 +30,10 @@ struct MakeModelOptions {
   int high_bits = 0;
   int shard_mb = 0;
   std::string rope_scaling;
+  std::optional<int> sliding_window;
+  std::optional<float> attn_softcap, final_softcap;
+  int original_context = 0;
+  float partial_rotary = 0;
   std::string tokenizer;
   uint64_t seed = 0;
   std::string output;
@@ -36,7 +43,7 @@ int Run(const MakeModelOptions& o) {
   const ArchSpec* spec = nullptr;
   if (!o.arch.empty()) {
     spec = SpecByName(o.arch);
-    if (spec == nullptr) return Fail(fmt::format("--arch {} is not one of llama, mistral, qwen2, qwen3", o.arch));
+    if (spec == nullptr) return Fail(fmt::format("--arch {} is not one of {}", o.arch, SupportedNames()));
   }
   Arch arch = spec ? spec->arch : Arch::kLlama;
   auto config = PresetConfig(o.preset, spec ? &arch : nullptr);
@@ -48,19 +55,53 @@ int Run(const MakeModelOptions& o) {
     if (value > 0) *field = value;
   if (o.heads > 0 && o.head_dim == 0 && o.hidden > 0) c.head_dim = c.hidden / c.n_heads;
   if (c.n_heads % c.n_kv_heads != 0) return Fail("--heads must be a multiple of --kv-heads");
+  if (o.sliding_window) c.sliding_window = *o.sliding_window;
+  if (o.attn_softcap) c.attn_softcap = *o.attn_softcap;
+  if (o.final_softcap) c.final_softcap = *o.final_softcap;
+  if (o.partial_rotary > 0) {
+    if (o.partial_rotary > 1) return Fail("--partial-rotary takes a fraction in (0, 1]");
+    c.rotary_dim = static_cast<int>(c.head_dim * o.partial_rotary);
+  }
   if (o.rope_scaling == "llama3") {
     c.rope_llama3 = ModelConfig::Llama3Rope{8, 1, 4, 512};  // short original context so tiny models feel it
     c.rope_freq_factors = Llama3RopeFactors(c.head_dim, c.rope_theta, 8, 1, 4, 512);
+  } else if (o.rope_scaling == "longrope") {
+    if (c.arch != Arch::kPhi3) return Fail("--rope-scaling longrope is Phi-3's (--arch phi3)");
+    // Fixed factors, far apart, so that which set a token rotates with shows in its logits.
+    ModelConfig::LongRope r;
+    for (int i = 0; i < c.rotary() / 2; ++i) {
+      r.short_factors.push_back(1.0f + 0.1f * static_cast<float>(i));
+      r.long_factors.push_back(1.0f + 2.0f * static_cast<float>(i));
+    }
+    r.original_max_position = o.original_context > 0 ? o.original_context : std::min(4096, c.context_length);
+    r.attn_factor = LongRopeAttnFactor(c.context_length, r.original_max_position);
+    c.rope_longrope = std::move(r);
   } else if (!o.rope_scaling.empty() && o.rope_scaling != "none") {
-    return Fail("--rope-scaling takes llama3 or none");
+    return Fail("--rope-scaling takes llama3, longrope (phi3) or none");
   }
+  if (o.original_context > 0 && !c.rope_longrope) return Fail("--original-context goes with --rope-scaling longrope");
+  if (Status st = ValidateExtras(c, o.output); !st.ok()) return Fail(st.message());
   auto options = ParseWriteOptions(o.format, o.dtype, o.bits, o.group_size, o.high_bits, o.shard_mb);
   if (!options.ok()) return Fail(options.status().message());
   options->name = "parallm-synthetic-" + o.preset;
   // The vocabulary: a given tokenizer.json (the model's vocabulary grows to hold it), or the built-in one.
   Vocab vocab;
   std::string tokenizer_json;
-  if (!o.tokenizer.empty()) {
+  if (!o.tokenizer.empty() && EndsWith(o.tokenizer, ".gguf")) {
+    // A vocabulary-only GGUF (llama.cpp's ggml-vocab-*.gguf, e.g. Phi-3's): GGUF models embed it as it is.
+    if (options->format != ModelFormat::kGguf)
+      return Fail(fmt::format("{}: a GGUF vocabulary goes into GGUF models only; folders need a tokenizer.json",
+                              o.tokenizer));
+    auto file = GgufFile::Open(o.tokenizer);
+    if (!file.ok()) return Fail(file.status().message());
+    auto loaded = Vocab::FromGguf(*file, o.tokenizer);
+    if (!loaded.ok()) return Fail(loaded.status().message());
+    vocab = std::move(*loaded);
+    if (o.vocab > 0 && o.vocab < vocab.size())
+      return Fail(fmt::format("--vocab {} is smaller than the tokenizer's {} tokens", o.vocab, vocab.size()));
+    c.vocab = std::max(o.vocab, vocab.size());
+    vocab.PadTo(c.vocab);
+  } else if (!o.tokenizer.empty()) {
     tokenizer_json = std::filesystem::is_directory(o.tokenizer) ? o.tokenizer + "/tokenizer.json" : o.tokenizer;
     auto loaded = Vocab::FromTokenizerJson(tokenizer_json);
     if (!loaded.ok()) return Fail(loaded.status().message());
@@ -101,8 +142,10 @@ int Run(const MakeModelOptions& o) {
 void AddMakeModelCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand("make-model", "Write a random-weight model of a preset shape or explicit sizes");
   auto o = std::make_shared<MakeModelOptions>();
-  cmd->add_option("--preset", o->preset, "tiny, qwen2.5-0.5b, qwen3-0.6b or llama-3.2-1b")->capture_default_str();
-  cmd->add_option("--arch", o->arch, "Family for 'tiny' or explicit sizes: llama, mistral, qwen2, qwen3");
+  std::string presets;
+  for (const std::string& p : PresetNames()) presets += (presets.empty() ? "" : ", ") + p;
+  cmd->add_option("--preset", o->preset, "Shape of a real model: " + presets)->capture_default_str();
+  cmd->add_option("--arch", o->arch, "Family for 'tiny' or explicit sizes: " + SupportedNames());
   cmd->add_option("--hidden", o->hidden, "Model width (overrides the preset)");
   cmd->add_option("--layers", o->layers, "Number of layers");
   cmd->add_option("--heads", o->heads, "Query heads");
@@ -119,9 +162,19 @@ void AddMakeModelCommand(CLI::App& app) {
   cmd->add_option("--high-bits", o->high_bits,
                   "MLX: mixed precision as mlx-lm's mixed_<bits>_<high>: LM head and some v_proj/down_proj get these bits");
   cmd->add_option("--shard-mb", o->shard_mb, "HF/MLX: split the weights into safetensors shards of this many MiB");
-  cmd->add_option("--rope-scaling", o->rope_scaling, "llama3: Llama-3 RoPE scaling (factor 8, original context 512)");
+  cmd->add_option("--rope-scaling", o->rope_scaling,
+                  "llama3: Llama-3 RoPE scaling (factor 8, original context 512); longrope: Phi-3's LongRoPE "
+                  "(fixed short/long factors)");
+  cmd->add_option("--original-context", o->original_context,
+                  "longrope: original_max_position_embeddings, where the long factors take over (default 4096)");
+  cmd->add_option("--partial-rotary", o->partial_rotary, "Fraction of each head RoPE rotates (Phi-4-mini: 0.75)");
+  cmd->add_option("--sliding-window", o->sliding_window,
+                  "Window of the windowed layers (gemma2: even layers, gemma3: 5 of 6, mistral/phi3: all); 0: none");
+  cmd->add_option("--attn-softcap", o->attn_softcap, "Soft-capping of attention scores (gemma2 default 50; 0: none)");
+  cmd->add_option("--final-softcap", o->final_softcap, "Soft-capping of the final logits (gemma2 default 30; 0: none)");
   cmd->add_option("--tokenizer", o->tokenizer,
-                  "tokenizer.json (or a folder with it) to give the model; default: a built-in byte-level vocabulary");
+                  "tokenizer.json (or a folder with it), or a vocabulary-only .gguf (GGUF output only), to give the "
+                  "model; default: a built-in byte-level vocabulary");
   cmd->add_option("--seed", o->seed, "Random seed; the same seed gives the same weights in every format")
       ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "Output .gguf file or folder")->required();

@@ -14,6 +14,10 @@ std::string ArchName(Arch a) {
     case Arch::kMistral: return "mistral";
     case Arch::kQwen2: return "qwen2";
     case Arch::kQwen3: return "qwen3";
+    case Arch::kGemma: return "gemma";
+    case Arch::kGemma2: return "gemma2";
+    case Arch::kGemma3: return "gemma3";
+    case Arch::kPhi3: return "phi3";
   }
   return "?";
 }
@@ -23,14 +27,31 @@ int64_t ParameterCount(const ModelConfig& c) {
   int64_t layer = 2 * H + H * Q + 2 * H * KV + Q * H + 3 * H * F;
   if (c.qkv_bias) layer += Q + 2 * KV;
   if (c.qk_norm) layer += 2 * c.head_dim;
+  if (c.post_norms) layer += 2 * H;
   return V * H * (c.tied_embeddings ? 1 : 2) + c.n_layers * layer + H;
 }
 
+float ModelConfig::AttentionScale() const {
+  return 1.0f / std::sqrt(query_pre_attn_scalar > 0 ? query_pre_attn_scalar : static_cast<float>(head_dim));
+}
+
 std::string Describe(const ModelConfig& c) {
-  return fmt::format("{}: {} layers, hidden {}, heads {}/{} x {}, ffn {}, vocab {}{}{}{}", ArchName(c.arch), c.n_layers,
-                     c.hidden, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn, c.vocab,
-                     c.tied_embeddings ? ", tied embeddings" : "", c.qkv_bias ? ", qkv bias" : "",
-                     c.qk_norm ? ", q/k norm" : "");
+  std::string s = fmt::format("{}: {} layers, hidden {}, heads {}/{} x {}, ffn {}, vocab {}", ArchName(c.arch),
+                              c.n_layers, c.hidden, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn, c.vocab);
+  if (c.tied_embeddings) s += ", tied embeddings";
+  if (c.qkv_bias) s += ", qkv bias";
+  if (c.qk_norm) s += ", q/k norm";
+  if (c.activation == Activation::kGeluTanh) s += ", GeGLU";
+  if (c.post_norms) s += ", post-norms";
+  if (c.attn_softcap > 0 || c.final_softcap > 0) s += fmt::format(", soft-cap {}/{}", c.attn_softcap, c.final_softcap);
+  if (c.sliding_window > 0) {
+    int windowed = 0;
+    for (int l = 0; l < c.n_layers; ++l) windowed += c.LayerIsSliding(l) ? 1 : 0;
+    s += fmt::format(", sliding window {} on {}/{} layers", c.sliding_window, windowed, c.n_layers);
+  }
+  if (c.rotary_dim > 0 && c.rotary_dim != c.head_dim) s += fmt::format(", rotary {}/{}", c.rotary_dim, c.head_dim);
+  if (c.rope_longrope) s += fmt::format(", LongRoPE (original context {})", c.rope_longrope->original_max_position);
+  return s;
 }
 
 std::vector<float> Llama3RopeFactors(int head_dim, float theta, float factor, float low_freq_factor,

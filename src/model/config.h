@@ -1,6 +1,7 @@
 // ModelConfig: the shape and options of a decoder-only transformer, whatever file it came from.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -10,7 +11,10 @@
 
 namespace parallm {
 
-enum class Arch { kLlama, kMistral, kQwen2, kQwen3 };
+enum class Arch { kLlama, kMistral, kQwen2, kQwen3, kGemma, kGemma2, kGemma3, kPhi3 };
+
+// The MLP's gate activation: SwiGLU (Llama, Qwen, Phi-3) or GeGLU with tanh-approximated GELU (Gemma).
+enum class Activation { kSilu, kGeluTanh };
 
 struct ModelConfig {
   Arch arch = Arch::kLlama;
@@ -38,15 +42,55 @@ struct ModelConfig {
   std::optional<Llama3Rope> rope_llama3;
   bool tied_embeddings = false;  // LM head reuses the token embedding
   bool qkv_bias = false;         // Qwen2
-  bool qk_norm = false;          // Qwen3: RMSNorm over each q and k head before RoPE
+  bool qk_norm = false;          // Qwen3, Gemma 3: RMSNorm over each q and k head before RoPE
+
+  // Gemma: embeddings multiplied by sqrt(hidden); GeGLU; Gemma 2/3: a second norm after attention and after
+  // the MLP (four a layer); attention scale 1/sqrt(query_pre_attn_scalar); tanh soft-capping of the attention
+  // scores and the final logits (cap * tanh(x / cap); 0 = none). Norm weights are held as the multiplier the
+  // norm applies: Gemma's Hugging Face files store w for (1 + w), GGUF stores 1 + w (the loaders add 1).
+  Activation activation = Activation::kSilu;
+  bool scale_embeddings = false;
+  bool post_norms = false;
+  float query_pre_attn_scalar = 0;  // 0: head_dim
+  float attn_softcap = 0;
+  float final_softcap = 0;
+
+  // Sliding-window attention: a windowed layer's query at position i sees keys i - sliding_window < j <= i.
+  // Layer l is windowed when sliding_window > 0 and (sliding_pattern <= 1 or (l + 1) % sliding_pattern != 0):
+  // every layer (Mistral, Phi-3), even layers (Gemma 2: pattern 2), five of six (Gemma 3: pattern 6).
+  int sliding_window = 0;
+  int sliding_pattern = 1;
+  // Gemma 3: windowed layers rotate with their own RoPE base (0: rope_theta); global layers divide their
+  // frequencies by rope_linear_factor ("linear" scaling; 1: none).
+  float rope_local_theta = 0;
+  float rope_linear_factor = 1.0f;
+
+  // Partial rotary embeddings (Phi-4-mini): the first rotary_dim dims of each head rotate (0: head_dim).
+  int rotary_dim = 0;
+  // Phi-3 LongRoPE ("longrope"/"su"): per-pair frequency divisors, short below original_max_position and long
+  // beyond it, and the attention factor applied to the rotated dims of q and k.
+  struct LongRope {
+    std::vector<float> short_factors, long_factors;  // [rotary_dim / 2]
+    int original_max_position = 4096;
+    float attn_factor = 1.0f;
+  };
+  std::optional<LongRope> rope_longrope;
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
+  int rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+  bool LayerIsSliding(int layer) const {
+    return sliding_window > 0 && (sliding_pattern <= 1 || (layer + 1) % sliding_pattern != 0);
+  }
+  // Gemma multiplies the embedding rows by sqrt(hidden) (in the activations' type: f32 here).
+  float EmbedScale() const { return scale_embeddings ? std::sqrt(static_cast<float>(hidden)) : 1.0f; }
+  // The softmax scale of attention scores.
+  float AttentionScale() const;
 };
 
-std::string ArchName(Arch a);
+std::string ArchName(Arch a);  // "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3"
 // Number of weights (matrices, norms, biases): what a model of this shape stores.
-int64_t ParameterCount(const ModelConfig& c);  // "llama", "mistral", "qwen2", "qwen3"
+int64_t ParameterCount(const ModelConfig& c);
 // One-line summary: "qwen2: 24 layers, hidden 896, heads 14/2 x 64, ffn 4864, vocab 151936"
 std::string Describe(const ModelConfig& c);
 

@@ -1,6 +1,7 @@
-// The decoder forward pass shared by every supported family (Llama, Mistral, Qwen2, Qwen3): pre-norm
-// blocks of grouped-query attention with RoPE and a SwiGLU MLP; family differences (q/k/v bias, q/k norm,
-// RoPE pairing, tied embeddings) come from ModelConfig flags set by arch/*.cpp.
+// The decoder forward pass: token embedding, one layer block per layer as the family composes it (arch/*.cpp over
+// the shared sublayers of LayerOps: RMSNorm, grouped-query attention with RoPE over the paged KV cache, the gated
+// MLP), the final norm and the LM head. Per-family details that are data (q/k/v bias, q/k norm, RoPE pairing and
+// scaling, sliding windows, soft-capping, the activation) come from ModelConfig.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/arch/arch.h"
 #include "model/model.h"
 #include "util/check.h"
 
@@ -23,9 +25,23 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
 
 Model::Model(LoadedModel loaded) : loaded_(std::move(loaded)) {
   const ModelConfig& c = loaded_.config;
-  inv_freq_.resize(static_cast<size_t>(c.head_dim / 2));
-  RopeInvFreqs(c.head_dim, c.rope_theta, c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data(),
-               inv_freq_.data());
+  const int rot = c.rotary();
+  inv_freq_.resize(static_cast<size_t>(rot / 2));
+  std::vector<float> divisors = c.rope_freq_factors;  // Llama 3
+  if (c.rope_longrope) divisors = c.rope_longrope->short_factors;
+  if (c.rope_linear_factor != 1.0f) {
+    if (divisors.empty()) divisors.assign(static_cast<size_t>(rot / 2), 1.0f);
+    for (float& d : divisors) d *= c.rope_linear_factor;
+  }
+  RopeInvFreqs(rot, c.rope_theta, divisors.empty() ? nullptr : divisors.data(), inv_freq_.data());
+  if (c.rope_local_theta > 0 && c.sliding_window > 0) {
+    inv_freq_local_.resize(static_cast<size_t>(rot / 2));
+    RopeInvFreqs(rot, c.rope_local_theta, nullptr, inv_freq_local_.data());
+  }
+  if (c.rope_longrope) {
+    inv_freq_long_.resize(static_cast<size_t>(rot / 2));
+    RopeInvFreqs(rot, c.rope_theta, c.rope_longrope->long_factors.data(), inv_freq_long_.data());
+  }
   // Repack every matrix once into the kernels' layout (PARALLM_REPACK=0 turns it off, for comparisons).
   const char* env = std::getenv("PARALLM_REPACK");
   if (env == nullptr || std::strcmp(env, "0") != 0) {
@@ -62,18 +78,116 @@ KvStorageShape Model::KvShape(int num_blocks, int block_size) const {
 
 namespace {
 
-void AddBias(float* x, const std::vector<float>& bias, int64_t n_rows) {
-  if (bias.empty()) return;
-  const int64_t n = static_cast<int64_t>(bias.size());
-  for (int64_t r = 0; r < n_rows; ++r)
-    for (int64_t i = 0; i < n; ++i) x[r * n + i] += bias[static_cast<size_t>(i)];
-}
-
 void Resize(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
 }  // namespace
+
+// The sublayers over one step's batch; the family's block (ArchSpec::block) composes them per layer.
+class Model::Ops final : public LayerOps {
+ public:
+  Ops(Model& m, const ForwardBatch& batch, PagedKvStorage& kv, ThreadPool* pool)
+      : m_(m), c_(m.loaded_.config), batch_(batch), kv_(kv), pool_(pool), T_(batch.num_tokens()) {}
+
+  float* residual() override { return m_.x_.data(); }
+  float* scratch() override { return m_.xn_.data(); }
+
+  void Norm(const std::vector<float>& w, const float* in, float* out) override {
+    RmsNorm(in, w.data(), c_.rms_eps, T_, c_.hidden, out);
+  }
+
+  void AddToResidual(const float* y) override {
+    float* x = m_.x_.data();
+    for (int64_t i = 0; i < T_ * c_.hidden; ++i) x[i] += y[i];
+  }
+
+  void Attention(int layer, const float* in, float* out) override {
+    const LayerWeights& lw = m_.loaded_.weights.layers[static_cast<size_t>(layer)];
+    const int64_t Q = c_.q_dim(), KV = c_.kv_dim();
+    float *q = m_.q_.data(), *k = m_.k_.data(), *v = m_.v_.data();
+    const MatMulOut qkv[] = {{&lw.wq, q, Q}, {&lw.wk, k, KV}, {&lw.wv, v, KV}};
+    MatMulMulti(qkv, in, T_, pool_);
+    AddBias(q, lw.q_bias, T_);
+    AddBias(k, lw.k_bias, T_);
+    AddBias(v, lw.v_bias, T_);
+    if (c_.qk_norm) {
+      RmsNorm(q, lw.q_norm.data(), c_.rms_eps, T_ * c_.n_heads, c_.head_dim, q);
+      RmsNorm(k, lw.k_norm.data(), c_.rms_eps, T_ * c_.n_kv_heads, c_.head_dim, k);
+    }
+    const int rot = c_.rotary();
+    const float mscale = c_.rope_longrope ? c_.rope_longrope->attn_factor : 1.0f;
+    for (int64_t t = 0; t < T_; ++t) {
+      const int64_t pos = batch_.positions[static_cast<size_t>(t)];
+      const float* inv_freq = m_.InvFreqFor(batch_, t, layer);
+      ApplyRope(q + t * Q, c_.n_heads, c_.head_dim, rot, pos, inv_freq, c_.rope_style);
+      ApplyRope(k + t * KV, c_.n_kv_heads, c_.head_dim, rot, pos, inv_freq, c_.rope_style);
+      if (mscale != 1.0f) {  // LongRoPE's attention factor scales the rotated dims (cos and sin) of q and k
+        ScaleRotated(q + t * Q, c_.n_heads, c_.head_dim, rot, mscale);
+        ScaleRotated(k + t * KV, c_.n_kv_heads, c_.head_dim, rot, mscale);
+      }
+      const int64_t slot = batch_.slot_mapping[static_cast<size_t>(t)];
+      PARALLM_CHECK(slot >= 0 && slot < kv_.num_slots());
+      std::copy_n(k + t * KV, KV, kv_.Key(layer, slot));
+      std::copy_n(v + t * KV, KV, kv_.Value(layer, slot));
+    }
+    m_.Attention(batch_, layer, kv_, pool_);
+    MatMul(lw.wo, m_.attn_.data(), T_, out, c_.hidden, pool_);
+  }
+
+  void Mlp(int layer, const float* in, float* out) override {
+    const LayerWeights& lw = m_.loaded_.weights.layers[static_cast<size_t>(layer)];
+    const int64_t F = c_.ffn;
+    float *gate = m_.gate_.data(), *up = m_.up_.data();
+    const MatMulOut gate_up[] = {{&lw.w_gate, gate, F}, {&lw.w_up, up, F}};
+    MatMulMulti(gate_up, in, T_, pool_);
+    auto act = c_.activation == Activation::kGeluTanh ? GeluTanhMul : SiluMul;
+    // Elementwise (each value computed the same way whatever the split): over the pool when it is large
+    // (32 tokens x 4864 is ~155K exps per layer, a few percent of a batched step on one thread).
+    if (pool_ != nullptr && T_ * F >= 32768) {
+      const int64_t chunks = std::min<int64_t>(pool_->num_threads() * 4, (T_ * F) / 8192);
+      pool_->ParallelFor(chunks, [&](int64_t i, int) {
+        auto [b, e] = SplitRange(T_ * F, chunks, i);
+        act(gate + b, up + b, e - b, gate + b);
+      });
+    } else {
+      act(gate, up, T_ * F, gate);
+    }
+    MatMul(lw.w_down, gate, T_, out, c_.hidden, pool_);
+  }
+
+ private:
+  static void AddBias(float* x, const std::vector<float>& bias, int64_t n_rows) {
+    if (bias.empty()) return;
+    const int64_t n = static_cast<int64_t>(bias.size());
+    for (int64_t r = 0; r < n_rows; ++r)
+      for (int64_t i = 0; i < n; ++i) x[r * n + i] += bias[static_cast<size_t>(i)];
+  }
+
+  static void ScaleRotated(float* x, int n_heads, int head_dim, int rotary_dim, float scale) {
+    for (int h = 0; h < n_heads; ++h)
+      for (int i = 0; i < rotary_dim; ++i) x[static_cast<int64_t>(h) * head_dim + i] *= scale;
+  }
+
+  Model& m_;
+  const ModelConfig& c_;
+  const ForwardBatch& batch_;
+  PagedKvStorage& kv_;
+  ThreadPool* pool_;
+  const int64_t T_;
+};
+
+const float* Model::InvFreqFor(const ForwardBatch& batch, int64_t t, int layer) const {
+  const ModelConfig& c = loaded_.config;
+  if (!inv_freq_local_.empty() && c.LayerIsSliding(layer)) return inv_freq_local_.data();
+  if (!inv_freq_long_.empty()) {
+    const SequenceSlice& seq = batch.sequences[static_cast<size_t>(token_seq_[static_cast<size_t>(t)])];
+    const int64_t prompt = seq.num_prompt_tokens > 0 ? seq.num_prompt_tokens : seq.context_len;
+    const int64_t len = std::max<int64_t>(prompt, batch.positions[static_cast<size_t>(t)] + 1);
+    if (len > c.rope_longrope->original_max_position) return inv_freq_long_.data();
+  }
+  return inv_freq_.data();
+}
 
 void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits, ThreadPool* pool) {
   const ModelConfig& c = loaded_.config;
@@ -100,53 +214,15 @@ void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits
   for (int64_t t = 0; t < T; ++t) {
     PARALLM_CHECK_MSG(token_seq_[static_cast<size_t>(t)] >= 0, "token not covered by any sequence");
     PARALLM_CHECK(batch.tokens[static_cast<size_t>(t)] >= 0 && batch.tokens[static_cast<size_t>(t)] < c.vocab);
-    DequantizeMatrixRow(w.token_embd, batch.tokens[static_cast<size_t>(t)], x_.data() + t * H);
+    float* row = x_.data() + t * H;
+    DequantizeMatrixRow(w.token_embd, batch.tokens[static_cast<size_t>(t)], row);
+    if (c.scale_embeddings)
+      for (int64_t i = 0; i < H; ++i) row[i] *= c.EmbedScale();
   }
 
-  for (int l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-    // Attention block: x += Wo · attention(rope(norm(x) Wq), rope(norm(x) Wk), norm(x) Wv)
-    RmsNorm(x_.data(), lw.attn_norm.data(), c.rms_eps, T, H, xn_.data());
-    const MatMulOut qkv[] = {{&lw.wq, q_.data(), Q}, {&lw.wk, k_.data(), KV}, {&lw.wv, v_.data(), KV}};
-    MatMulMulti(qkv, xn_.data(), T, pool);
-    AddBias(q_.data(), lw.q_bias, T);
-    AddBias(k_.data(), lw.k_bias, T);
-    AddBias(v_.data(), lw.v_bias, T);
-    if (c.qk_norm) {
-      RmsNorm(q_.data(), lw.q_norm.data(), c.rms_eps, T * c.n_heads, c.head_dim, q_.data());
-      RmsNorm(k_.data(), lw.k_norm.data(), c.rms_eps, T * c.n_kv_heads, c.head_dim, k_.data());
-    }
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t pos = batch.positions[static_cast<size_t>(t)];
-      ApplyRope(q_.data() + t * Q, c.n_heads, c.head_dim, c.head_dim, pos, inv_freq_.data(), c.rope_style);
-      ApplyRope(k_.data() + t * KV, c.n_kv_heads, c.head_dim, c.head_dim, pos, inv_freq_.data(), c.rope_style);
-      const int64_t slot = batch.slot_mapping[static_cast<size_t>(t)];
-      PARALLM_CHECK(slot >= 0 && slot < kv.num_slots());
-      std::copy_n(k_.data() + t * KV, KV, kv.Key(l, slot));
-      std::copy_n(v_.data() + t * KV, KV, kv.Value(l, slot));
-    }
-    Attention(batch, l, kv, pool);
-    MatMul(lw.wo, attn_.data(), T, xn_.data(), H, pool);
-    for (int64_t i = 0; i < T * H; ++i) x_[static_cast<size_t>(i)] += xn_[static_cast<size_t>(i)];
-
-    // MLP block: x += Wdown · (silu(norm(x) Wgate) * norm(x) Wup)
-    RmsNorm(x_.data(), lw.ffn_norm.data(), c.rms_eps, T, H, xn_.data());
-    const MatMulOut gate_up[] = {{&lw.w_gate, gate_.data(), F}, {&lw.w_up, up_.data(), F}};
-    MatMulMulti(gate_up, xn_.data(), T, pool);
-    // Elementwise (each value computed the same way whatever the split): over the pool when it is large
-    // (32 tokens x 4864 is ~155K exps per layer, a few percent of a batched step on one thread).
-    if (pool != nullptr && T * F >= 32768) {
-      const int64_t chunks = std::min<int64_t>(pool->num_threads() * 4, (T * F) / 8192);
-      pool->ParallelFor(chunks, [&](int64_t i, int) {
-        auto [b, e] = SplitRange(T * F, chunks, i);
-        SiluMul(gate_.data() + b, up_.data() + b, e - b, gate_.data() + b);
-      });
-    } else {
-      SiluMul(gate_.data(), up_.data(), T * F, gate_.data());
-    }
-    MatMul(lw.w_down, gate_.data(), T, xn_.data(), H, pool);
-    for (int64_t i = 0; i < T * H; ++i) x_[static_cast<size_t>(i)] += xn_[static_cast<size_t>(i)];
-  }
+  Ops ops(*this, batch, kv, pool);
+  const LayerBlock block = SpecFor(c.arch).block;
+  for (int l = 0; l < c.n_layers; ++l) block(ops, w.layers[static_cast<size_t>(l)], l);
 
   // Only the requested tokens go through the final norm and the LM head (the largest matrix).
   const int64_t n_out = static_cast<int64_t>(batch.logits_indices.size());
@@ -157,6 +233,7 @@ void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits
     RmsNorm(x_.data() + t * H, w.output_norm.data(), c.rms_eps, 1, H, xn_.data() + i * H);
   }
   MatMul(w.output, xn_.data(), n_out, logits, c.vocab, pool);
+  if (c.final_softcap > 0) SoftCap(logits, n_out * c.vocab, c.final_softcap);
 }
 
 // Causal grouped-query attention for every token, split into (token, KV head) tasks across threads; each
@@ -166,7 +243,8 @@ void Model::Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, 
   const ModelConfig& c = loaded_.config;
   const int64_t T = batch.num_tokens();
   const int64_t Q = c.q_dim();
-  const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, c.AttentionScale(),
+                             c.LayerIsSliding(layer) ? c.sliding_window : 0, c.attn_softcap};
   const PagedKvView view{kv.Key(layer, 0), kv.Value(layer, 0), static_cast<int64_t>(c.kv_dim()), kv.shape().block_size};
   const int n_threads = pool ? pool->num_threads() : 1;
   if (static_cast<int>(scores_.size()) < n_threads) scores_.resize(static_cast<size_t>(n_threads));

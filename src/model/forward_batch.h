@@ -14,6 +14,9 @@ struct SequenceSlice {
   int32_t num_tokens = 0;   // new tokens this step (prompt chunk or one decode token)
   int32_t context_len = 0;  // tokens in context after this step (cached + new); positions run to context_len - 1
   std::span<const int32_t> block_table;  // block ids covering positions [0, context_len)
+  // The request's prompt length (0: unknown, taken as context_len). LongRoPE (Phi-3) rotates with its long factors
+  // when the prompt or the position passes the original context, as Hugging Face does for one sequence.
+  int32_t num_prompt_tokens = 0;
 };
 
 struct ForwardBatch {

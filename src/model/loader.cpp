@@ -11,6 +11,7 @@
 #include "formats/hf_folder.h"
 #include "formats/llama2c.h"
 #include "model/arch/arch.h"
+#include "model/family_config.h"
 #include "model/tensor_names.h"
 #include "tensor/quant.h"
 #include "util/strings.h"
@@ -23,6 +24,8 @@ struct TensorSource {
   std::function<const TensorView*(const std::string& canonical)> find;
   std::function<std::optional<MlxAffineParams>(const std::string& canonical)> mlx_params;  // null: none
   std::function<std::string(const std::string& canonical)> display_name;
+  // Added to every norm weight to get the multiplier the norm applies (Gemma's Hugging Face (1 + w)).
+  float norm_offset = 0;
 };
 
 class WeightBinder {
@@ -65,6 +68,13 @@ class WeightBinder {
     std::vector<float> v(static_cast<size_t>(n));
     DequantizeRow(t->dtype, t->data, v.data(), n);
     Count(Name(t->dtype));
+    return v;
+  }
+
+  // A norm's weights as the multiplier it applies.
+  Result<std::vector<float>> Norm(const std::string& name, int64_t n) {
+    PARALLM_ASSIGN_OR_RETURN(std::vector<float> v, Vector(name, n));
+    for (float& x : v) x += source_.norm_offset;
     return v;
   }
 
@@ -125,14 +135,22 @@ class WeightBinder {
 
 Status BindWeights(const ModelConfig& c, WeightBinder& b, ModelWeights* w) {
   const int64_t H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), F = c.ffn, V = c.vocab;
+  const bool fused = SpecFor(c.arch).fused_projections;
   PARALLM_ASSIGN_OR_RETURN(w->token_embd, b.Matrix("token_embd.weight", V, H));
   w->layers.resize(static_cast<size_t>(c.n_layers));
   for (int l = 0; l < c.n_layers; ++l) {
     LayerWeights& lw = w->layers[static_cast<size_t>(l)];
-    PARALLM_ASSIGN_OR_RETURN(lw.attn_norm, b.Vector(LayerTensor(l, "attn_norm"), H));
-    PARALLM_ASSIGN_OR_RETURN(lw.wq, b.Matrix(LayerTensor(l, "attn_q"), Q, H));
-    PARALLM_ASSIGN_OR_RETURN(lw.wk, b.Matrix(LayerTensor(l, "attn_k"), KV, H));
-    PARALLM_ASSIGN_OR_RETURN(lw.wv, b.Matrix(LayerTensor(l, "attn_v"), KV, H));
+    PARALLM_ASSIGN_OR_RETURN(lw.attn_norm, b.Norm(LayerTensor(l, "attn_norm"), H));
+    if (fused) {
+      PARALLM_ASSIGN_OR_RETURN(lw.wqkv, b.Matrix(LayerTensor(l, "attn_qkv"), Q + 2 * KV, H));
+      lw.wq = SliceRows(lw.wqkv, 0, Q);
+      lw.wk = SliceRows(lw.wqkv, Q, KV);
+      lw.wv = SliceRows(lw.wqkv, Q + KV, KV);
+    } else {
+      PARALLM_ASSIGN_OR_RETURN(lw.wq, b.Matrix(LayerTensor(l, "attn_q"), Q, H));
+      PARALLM_ASSIGN_OR_RETURN(lw.wk, b.Matrix(LayerTensor(l, "attn_k"), KV, H));
+      PARALLM_ASSIGN_OR_RETURN(lw.wv, b.Matrix(LayerTensor(l, "attn_v"), KV, H));
+    }
     PARALLM_ASSIGN_OR_RETURN(lw.wo, b.Matrix(LayerTensor(l, "attn_output"), H, Q));
     if (c.qkv_bias) {
       PARALLM_ASSIGN_OR_RETURN(lw.q_bias, b.Vector(LayerTensor(l, "attn_q", "bias"), Q));
@@ -140,15 +158,25 @@ Status BindWeights(const ModelConfig& c, WeightBinder& b, ModelWeights* w) {
       PARALLM_ASSIGN_OR_RETURN(lw.v_bias, b.Vector(LayerTensor(l, "attn_v", "bias"), KV));
     }
     if (c.qk_norm) {
-      PARALLM_ASSIGN_OR_RETURN(lw.q_norm, b.Vector(LayerTensor(l, "attn_q_norm"), c.head_dim));
-      PARALLM_ASSIGN_OR_RETURN(lw.k_norm, b.Vector(LayerTensor(l, "attn_k_norm"), c.head_dim));
+      PARALLM_ASSIGN_OR_RETURN(lw.q_norm, b.Norm(LayerTensor(l, "attn_q_norm"), c.head_dim));
+      PARALLM_ASSIGN_OR_RETURN(lw.k_norm, b.Norm(LayerTensor(l, "attn_k_norm"), c.head_dim));
     }
-    PARALLM_ASSIGN_OR_RETURN(lw.ffn_norm, b.Vector(LayerTensor(l, "ffn_norm"), H));
-    PARALLM_ASSIGN_OR_RETURN(lw.w_gate, b.Matrix(LayerTensor(l, "ffn_gate"), F, H));
-    PARALLM_ASSIGN_OR_RETURN(lw.w_up, b.Matrix(LayerTensor(l, "ffn_up"), F, H));
+    if (c.post_norms) {
+      PARALLM_ASSIGN_OR_RETURN(lw.post_attn_norm, b.Norm(LayerTensor(l, "post_attention_norm"), H));
+      PARALLM_ASSIGN_OR_RETURN(lw.post_ffn_norm, b.Norm(LayerTensor(l, "post_ffw_norm"), H));
+    }
+    PARALLM_ASSIGN_OR_RETURN(lw.ffn_norm, b.Norm(LayerTensor(l, "ffn_norm"), H));
+    if (fused) {
+      PARALLM_ASSIGN_OR_RETURN(lw.w_gate_up, b.Matrix(LayerTensor(l, "ffn_up"), 2 * F, H));
+      lw.w_gate = SliceRows(lw.w_gate_up, 0, F);
+      lw.w_up = SliceRows(lw.w_gate_up, F, F);
+    } else {
+      PARALLM_ASSIGN_OR_RETURN(lw.w_gate, b.Matrix(LayerTensor(l, "ffn_gate"), F, H));
+      PARALLM_ASSIGN_OR_RETURN(lw.w_up, b.Matrix(LayerTensor(l, "ffn_up"), F, H));
+    }
     PARALLM_ASSIGN_OR_RETURN(lw.w_down, b.Matrix(LayerTensor(l, "ffn_down"), H, F));
   }
-  PARALLM_ASSIGN_OR_RETURN(w->output_norm, b.Vector("output_norm.weight", H));
+  PARALLM_ASSIGN_OR_RETURN(w->output_norm, b.Norm("output_norm.weight", H));
   if (c.tied_embeddings) {
     w->output = w->token_embd;
   } else {
@@ -174,6 +202,7 @@ Status ValidateConfig(const ModelConfig& c, const std::string& path) {
   if (c.n_heads % c.n_kv_heads != 0)
     return Err("{}: {} attention heads are not a multiple of {} key/value heads", path, c.n_heads, c.n_kv_heads);
   if (c.head_dim % 2 != 0) return Err("{}: head dimension {} is odd; RoPE needs pairs", path, c.head_dim);
+  PARALLM_RETURN_IF_ERROR(ValidateExtras(c, path));
   if (!c.rope_freq_factors.empty() && c.rope_freq_factors.size() != static_cast<size_t>(c.head_dim / 2))
     return Err("{}: rope_freqs has {} entries, expected head_dim/2 = {}", path, c.rope_freq_factors.size(),
                c.head_dim / 2);
@@ -188,7 +217,8 @@ Result<LoadedModel> LoadGguf(const std::string& path) {
   auto arch_name = file.GetString("general.architecture");
   if (!arch_name) return Err("{}: no general.architecture key; not a model file (a vocabulary-only GGUF?)", path);
   const ArchSpec* spec = SpecByGgufArchitecture(*arch_name);
-  if (spec == nullptr) return Err("{}: architecture '{}' is not supported (supported: llama, mistral, qwen2, qwen3)", path, *arch_name);
+  if (spec == nullptr)
+    return Err("{}: architecture '{}' is not supported (supported: {})", path, *arch_name, SupportedNames());
   const std::string p = *arch_name + ".";
   auto get_int = [&](const std::string& key, std::optional<int64_t> def) -> Result<int> {
     auto v = file.GetInt(p + key);
@@ -203,9 +233,6 @@ Result<LoadedModel> LoadGguf(const std::string& path) {
   m.format = ModelFormat::kGguf;
   m.path = path;
   ModelConfig& c = m.config;
-  c.arch = spec->arch;
-  c.qkv_bias = spec->qkv_bias;
-  c.qk_norm = spec->qk_norm;
   c.rope_style = spec->gguf_rope_style;
   PARALLM_ASSIGN_OR_RETURN(c.hidden, get_int("embedding_length", std::nullopt));
   PARALLM_ASSIGN_OR_RETURN(c.n_layers, get_int("block_count", std::nullopt));
@@ -214,19 +241,15 @@ Result<LoadedModel> LoadGguf(const std::string& path) {
   PARALLM_ASSIGN_OR_RETURN(c.n_kv_heads, get_int("attention.head_count_kv", c.n_heads));
   PARALLM_ASSIGN_OR_RETURN(c.head_dim, get_int("attention.key_length", c.hidden / c.n_heads));
   PARALLM_ASSIGN_OR_RETURN(c.context_length, get_int("context_length", 4096));
-  PARALLM_ASSIGN_OR_RETURN(int rotary, get_int("rope.dimension_count", c.head_dim));
-  if (rotary != c.head_dim)
-    return Err("{}: partial rotary embeddings ({} of {} dims) are not supported", path, rotary, c.head_dim);
   c.rms_eps = static_cast<float>(file.GetFloat(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   c.rope_theta = static_cast<float>(file.GetFloat(p + "rope.freq_base").value_or(10000.0));
-  if (auto scaling = file.GetString(p + "rope.scaling.type"); scaling && *scaling != "none")
-    return Err("{}: RoPE scaling type '{}' is not supported (Llama-3 scaling via rope_freqs.weight is)", path, *scaling);
   const TensorSet& tensors = file.tensors();
   if (file.tensor_infos().empty()) return Err("{}: contains no tensors (a vocabulary-only GGUF?)", path);
   const TensorView* embd = tensors.Find("token_embd.weight");
   if (embd == nullptr || embd->Rank() != 2) return Err("{}: missing tensor 'token_embd.weight'", path);
   c.vocab = static_cast<int>(embd->Dim(0));
   c.tied_embeddings = tensors.Find("output.weight") == nullptr;
+  PARALLM_RETURN_IF_ERROR(ReadGgufExtras(file, *spec, path, c));
   if (const TensorView* rf = tensors.Find("rope_freqs.weight")) {
     if (rf->dtype != DType::kF32 || rf->Rank() != 1)
       return Err("{}: rope_freqs.weight must be a 1-D f32 tensor", path);
@@ -280,14 +303,12 @@ Result<LoadedModel> LoadHf(const std::string& dir) {
   if (!model_type) return Err("{}: no model_type", cfg_path);
   const ArchSpec* spec = SpecByHfModelType(*model_type);
   if (spec == nullptr)
-    return Err("{}: model_type '{}' is not supported (supported: llama, mistral, qwen2, qwen3)", cfg_path, *model_type);
+    return Err("{}: model_type '{}' is not supported (supported model types: {})", cfg_path, *model_type,
+               SupportedHfModelTypes());
   LoadedModel m;
   m.format = folder.quantization ? ModelFormat::kMlxFolder : ModelFormat::kHfFolder;
   m.path = dir;
   ModelConfig& c = m.config;
-  c.arch = spec->arch;
-  c.qkv_bias = spec->qkv_bias;
-  c.qk_norm = spec->qk_norm;
   c.rope_style = RopeStyle::kHalf;
   PARALLM_ASSIGN_OR_RETURN(c.hidden, integer("hidden_size", std::nullopt));
   PARALLM_ASSIGN_OR_RETURN(c.n_layers, integer("num_hidden_layers", std::nullopt));
@@ -302,6 +323,7 @@ Result<LoadedModel> LoadHf(const std::string& dir) {
   if (auto it = cfg.find("tie_word_embeddings"); it != cfg.end() && it->value().is_bool())
     c.tied_embeddings = it->value().as_bool();
   if (!folder.tensors.Find("lm_head.weight")) c.tied_embeddings = true;
+  PARALLM_RETURN_IF_ERROR(ReadHfExtras(cfg, *spec, cfg_path, c));
   if (auto it = cfg.find("rope_scaling"); it != cfg.end() && it->value().is_object()) {
     const auto& rs = it->value().as_object();
     std::string type;
@@ -323,22 +345,26 @@ Result<LoadedModel> LoadHf(const std::string& dir) {
       c.rope_llama3 = r;
       c.rope_freq_factors = Llama3RopeFactors(c.head_dim, c.rope_theta, r.factor, r.low_freq_factor,
                                               r.high_freq_factor, r.original_max_position);
-    } else if (type != "default" && !type.empty()) {
-      return Err("{}: rope_scaling type '{}' is not supported (llama3 is)", cfg_path, type);
+    } else if (type != "default" && !type.empty() && type != "linear" &&
+               !(spec->arch == Arch::kPhi3 && (type == "longrope" || type == "su"))) {
+      return Err("{}: rope_scaling type '{}' is not supported for {} (llama3 and linear are{})", cfg_path, type,
+                 spec->name, spec->arch == Arch::kPhi3 ? ", and longrope" : "");
     }
   }
   PARALLM_RETURN_IF_ERROR(ValidateConfig(c, dir));
   const TensorSet& tensors = folder.tensors;
   const std::optional<MlxQuantization>& quant = folder.quantization;
   TensorSource source;
+  const Arch arch = c.arch;
   source.find = [&](const std::string& canonical) -> const TensorView* {
-    auto hf = HfNameFor(canonical);
+    auto hf = HfNameFor(canonical, arch);
     return hf ? tensors.Find(*hf) : nullptr;
   };
-  source.display_name = [](const std::string& canonical) { return HfNameFor(canonical).value_or(canonical); };
+  source.display_name = [arch](const std::string& canonical) { return HfNameFor(canonical, arch).value_or(canonical); };
+  source.norm_offset = spec->hf_norm_offset;
   if (quant) {
     source.mlx_params = [&](const std::string& canonical) -> std::optional<MlxAffineParams> {
-      auto hf = HfNameFor(canonical);
+      auto hf = HfNameFor(canonical, arch);
       if (!hf || !EndsWith(*hf, ".weight")) return std::nullopt;
       std::string module = hf->substr(0, hf->size() - 7);
       if (tensors.Find(module + ".scales") == nullptr) return std::nullopt;  // stored in float

@@ -32,11 +32,17 @@ class Model {
   void Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits, ThreadPool* pool);
 
  private:
+  class Ops;  // the LayerOps a step's layers run on (decoder.cpp)
+
+  // The RoPE frequencies token t rotates with in `layer` (Gemma 3's local base, Phi-3's long factors).
+  const float* InvFreqFor(const ForwardBatch& batch, int64_t t, int layer) const;
   void Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, ThreadPool* pool);
 
   LoadedModel loaded_;
   double repack_seconds_ = 0;
-  std::vector<float> inv_freq_;  // [head_dim / 2]
+  // [rotary_dim / 2] each: the global layers' frequencies (Phi-3: the short factors), the windowed layers' (Gemma 3;
+  // empty otherwise) and Phi-3's long ones (empty otherwise).
+  std::vector<float> inv_freq_, inv_freq_local_, inv_freq_long_;
   // Scratch, sized per call to the batch: [num_tokens, width] each.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;
   std::vector<int32_t> token_seq_;  // sequence index of each token

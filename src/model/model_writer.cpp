@@ -5,6 +5,7 @@
 
 #include "formats/hf_folder.h"
 #include "model/arch/arch.h"
+#include "model/family_config.h"
 #include "model/tensor_names.h"
 #include "tensor/quant.h"
 #include "util/check.h"
@@ -44,6 +45,18 @@ std::vector<float> PermuteRopeRows(const std::vector<float>& values, int64_t row
   return out;
 }
 
+Status EmitRopeTensors(const ModelConfig& c, const TensorSink& sink) {
+  auto vector = [&](const std::string& name, const std::vector<float>& v) {
+    return sink(name, {static_cast<int64_t>(v.size())}, v);
+  };
+  if (!c.rope_freq_factors.empty()) PARALLM_RETURN_IF_ERROR(vector("rope_freqs.weight", c.rope_freq_factors));
+  if (c.rope_longrope) {
+    PARALLM_RETURN_IF_ERROR(vector("rope_factors_long.weight", c.rope_longrope->long_factors));
+    PARALLM_RETURN_IF_ERROR(vector("rope_factors_short.weight", c.rope_longrope->short_factors));
+  }
+  return Status::Ok();
+}
+
 Status EmitWeights(const ModelConfig& c, const ModelWeights& w, const TensorSink& sink) {
   auto matrix = [&](const std::string& name, const MatrixView& m) {
     std::vector<float> values(static_cast<size_t>(m.rows * m.cols));
@@ -53,13 +66,18 @@ Status EmitWeights(const ModelConfig& c, const ModelWeights& w, const TensorSink
   auto vector = [&](const std::string& name, const std::vector<float>& v) {
     return sink(name, {static_cast<int64_t>(v.size())}, v);
   };
+  const bool fused = SpecFor(c.arch).fused_projections;
   PARALLM_RETURN_IF_ERROR(matrix("token_embd.weight", w.token_embd));
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_norm"), lw.attn_norm));
-    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_q"), lw.wq));
-    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_k"), lw.wk));
-    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_v"), lw.wv));
+    if (fused) {
+      PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_qkv"), lw.wqkv));
+    } else {
+      PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_q"), lw.wq));
+      PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_k"), lw.wk));
+      PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_v"), lw.wv));
+    }
     if (c.qkv_bias) {
       PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_q", "bias"), lw.q_bias));
       PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_k", "bias"), lw.k_bias));
@@ -70,15 +88,22 @@ Status EmitWeights(const ModelConfig& c, const ModelWeights& w, const TensorSink
       PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_k_norm"), lw.k_norm));
     }
     PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_output"), lw.wo));
+    if (c.post_norms) {
+      PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "post_attention_norm"), lw.post_attn_norm));
+      PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "post_ffw_norm"), lw.post_ffn_norm));
+    }
     PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "ffn_norm"), lw.ffn_norm));
-    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_gate"), lw.w_gate));
-    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_up"), lw.w_up));
+    if (fused) {
+      PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_up"), lw.w_gate_up));
+    } else {
+      PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_gate"), lw.w_gate));
+      PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_up"), lw.w_up));
+    }
     PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_down"), lw.w_down));
   }
   PARALLM_RETURN_IF_ERROR(vector("output_norm.weight", w.output_norm));
   if (!c.tied_embeddings) PARALLM_RETURN_IF_ERROR(matrix("output.weight", w.output));
-  if (!c.rope_freq_factors.empty()) PARALLM_RETURN_IF_ERROR(vector("rope_freqs.weight", c.rope_freq_factors));
-  return Status::Ok();
+  return EmitRopeTensors(c, sink);
 }
 
 ModelWriter::ModelWriter(const ModelConfig& config, RopeStyle source_rope_style, const WriteOptions& options,
@@ -101,8 +126,8 @@ ModelWriter::ModelWriter(const ModelConfig& config, RopeStyle source_rope_style,
   gguf_.Set(p + "attention.value_length", GgufValue::U32(static_cast<uint32_t>(config.head_dim)));
   gguf_.Set(p + "attention.layer_norm_rms_epsilon", GgufValue::F32(config.rms_eps));
   gguf_.Set(p + "rope.freq_base", GgufValue::F32(config.rope_theta));
-  gguf_.Set(p + "rope.dimension_count", GgufValue::U32(static_cast<uint32_t>(config.head_dim)));
   gguf_.Set(p + "vocab_size", GgufValue::U32(static_cast<uint32_t>(config.vocab)));
+  WriteGgufExtras(config, spec, gguf_);
   vocab_.WriteGguf(gguf_);
 }
 
@@ -153,8 +178,10 @@ Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std
     auto bytes = Quantize(type, values, rows, cols);
     return gguf_.AddTensor(name, type, std::move(shape), std::move(*bytes));
   }
-  auto hf = HfNameFor(name);
+  auto hf = HfNameFor(name, config_.arch);
   if (!hf) return Status::Ok();  // e.g. rope_freqs.weight: config.json carries rope_scaling instead
+  if (const float offset = SpecFor(config_.arch).hf_norm_offset; offset != 0 && EndsWith(name, "norm.weight"))
+    for (float& v : values) v -= offset;  // Gemma's files store w for the multiplier 1 + w
   const MlxAffineParams p = MlxParamsFor(name);
   const bool quantize = options_.format == ModelFormat::kMlxFolder && matrix && cols % p.group_size == 0;
   auto keep = [&](const std::string& tensor_name, DType type, std::vector<int64_t> tensor_shape,
@@ -233,6 +260,7 @@ Status ModelWriter::Finish(const std::string& path) {
     rs["original_max_position_embeddings"] = c.rope_llama3->original_max_position;
     cfg["rope_scaling"] = rs;
   }
+  WriteHfExtras(c, spec, cfg);
   if (options_.format == ModelFormat::kMlxFolder) {
     boost::json::object q;
     q["group_size"] = options_.mlx.group_size;

@@ -76,6 +76,10 @@ class ModelWriter {
 // own RoPE pairing), dequantizing quantized matrices. `parallm convert` feeds a ModelWriter with it.
 Status EmitWeights(const ModelConfig& config, const ModelWeights& weights, const TensorSink& sink);
 
+// The RoPE tensors a config implies (rope_freqs.weight for Llama 3; rope_factors_long/short.weight for LongRoPE),
+// as GGUF stores them; folders carry the same in config.json.
+Status EmitRopeTensors(const ModelConfig& config, const TensorSink& sink);
+
 // Reorders the rows of a Q or K projection (or its bias) between RoPE pairings: kHalf pairs (i, i + d/2) of
 // each head, kInterleaved pairs (2i, 2i + 1); convert_hf_to_gguf's permute for llama does kHalf -> kInterleaved.
 std::vector<float> PermuteRopeRows(const std::vector<float>& values, int64_t rows, int64_t cols, int n_heads,

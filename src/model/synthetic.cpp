@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "model/arch/arch.h"
+#include "model/family_config.h"
+#include "model/model_writer.h"
 #include "model/tensor_names.h"
 
 namespace parallm {
@@ -37,7 +39,23 @@ std::vector<float> Random(uint64_t seed, const std::string& name, int64_t n, flo
 
 }  // namespace
 
-std::vector<std::string> PresetNames() { return {"tiny", "qwen2.5-0.5b", "qwen3-0.6b", "llama-3.2-1b"}; }
+std::vector<std::string> PresetNames() {
+  return {"tiny", "qwen2.5-0.5b", "qwen3-0.6b", "llama-3.2-1b", "gemma-2b", "gemma2-2b", "gemma3-1b", "phi-3-mini"};
+}
+
+namespace {
+
+// What the family's published configs set beyond the shape: Gemma 2's soft-capping and window, Gemma 3's window
+// and RoPE bases. (Gemma's query_pre_attn_scalar is head_dim for every size but 27B: 0 says so.)
+void FamilyDefaults(ModelConfig& c) {
+  if (c.arch == Arch::kGemma2) {
+    c.attn_softcap = 50, c.final_softcap = 30, c.sliding_window = 4096;
+  } else if (c.arch == Arch::kGemma3) {
+    c.sliding_window = 512, c.rope_local_theta = 10000, c.rope_theta = 1e6f;
+  }
+}
+
+}  // namespace
 
 Result<ModelConfig> PresetConfig(const std::string& preset, const Arch* arch) {
   ModelConfig c;
@@ -59,16 +77,33 @@ Result<ModelConfig> PresetConfig(const std::string& preset, const Arch* arch) {
     c.hidden = 2048, c.n_layers = 16, c.n_heads = 32, c.n_kv_heads = 8, c.head_dim = 64, c.ffn = 8192;
     c.vocab = 128256, c.context_length = 131072, c.rope_theta = 500000.0f, c.rms_eps = 1e-5f;
     c.rope_llama3 = ModelConfig::Llama3Rope{32, 1, 4, 8192};
+  } else if (preset == "gemma-2b") {  // google/gemma-1.1-2b-it
+    own = Arch::kGemma;
+    c.hidden = 2048, c.n_layers = 18, c.n_heads = 8, c.n_kv_heads = 1, c.head_dim = 256, c.ffn = 16384;
+    c.vocab = 256000, c.context_length = 8192, c.rms_eps = 1e-6f;
+  } else if (preset == "gemma2-2b") {  // google/gemma-2-2b-it
+    own = Arch::kGemma2;
+    c.hidden = 2304, c.n_layers = 26, c.n_heads = 8, c.n_kv_heads = 4, c.head_dim = 256, c.ffn = 9216;
+    c.vocab = 256000, c.context_length = 8192, c.rms_eps = 1e-6f;
+  } else if (preset == "gemma3-1b") {  // google/gemma-3-1b-it
+    own = Arch::kGemma3;
+    c.hidden = 1152, c.n_layers = 26, c.n_heads = 4, c.n_kv_heads = 1, c.head_dim = 256, c.ffn = 6912;
+    c.vocab = 262144, c.context_length = 32768, c.rms_eps = 1e-6f;
+  } else if (preset == "phi-3-mini") {  // microsoft/Phi-3-mini-4k-instruct
+    own = Arch::kPhi3;
+    c.hidden = 3072, c.n_layers = 32, c.n_heads = 32, c.n_kv_heads = 32, c.head_dim = 96, c.ffn = 8192;
+    c.vocab = 32064, c.context_length = 4096, c.rms_eps = 1e-5f, c.sliding_window = 2047;
   } else {
-    return Err("unknown preset '{}' (presets: tiny, qwen2.5-0.5b, qwen3-0.6b, llama-3.2-1b)", preset);
+    std::string names;
+    for (const std::string& n : PresetNames()) names += (names.empty() ? "" : ", ") + n;
+    return Err("unknown preset '{}' (presets: {})", preset, names);
   }
   if (arch != nullptr && *arch != own)
     return Err("preset '{}' is a {} model; --arch {} does not apply (only 'tiny' takes any --arch)", preset,
                ArchName(own), ArchName(*arch));
   const ArchSpec& spec = SpecFor(own);
-  c.arch = own;
-  c.qkv_bias = spec.qkv_bias;
-  c.qk_norm = spec.qk_norm;
+  ApplySpec(spec, c);
+  FamilyDefaults(c);
   c.tied_embeddings = preset == "llama-3.2-1b" ? true : spec.default_tied_embeddings;
   c.rope_style = RopeStyle::kHalf;
   if (c.rope_llama3) {
@@ -91,11 +126,16 @@ Status GenerateRandomWeights(const ModelConfig& c, uint64_t seed, const TensorSi
   };
   // Embedding rows of unit-ish scale, so the first RMSNorm sees O(1) inputs.
   PARALLM_RETURN_IF_ERROR(sink("token_embd.weight", {V, H}, Random(seed, "token_embd.weight", V * H, 0.0f, 1.7f)));
+  const bool fused = SpecFor(c.arch).fused_projections;
   for (int l = 0; l < c.n_layers; ++l) {
     PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_norm"), H, 1.0f, 0.2f));
-    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_q"), Q, H));
-    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_k"), KV, H));
-    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_v"), KV, H));
+    if (fused) {
+      PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_qkv"), Q + 2 * KV, H));
+    } else {
+      PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_q"), Q, H));
+      PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_k"), KV, H));
+      PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_v"), KV, H));
+    }
     if (c.qkv_bias) {
       PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_q", "bias"), Q, 0.0f, 0.2f));
       PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_k", "bias"), KV, 0.0f, 0.2f));
@@ -106,17 +146,22 @@ Status GenerateRandomWeights(const ModelConfig& c, uint64_t seed, const TensorSi
       PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_k_norm"), c.head_dim, 1.0f, 0.2f));
     }
     PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_output"), H, Q));
+    if (c.post_norms) {
+      PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "post_attention_norm"), H, 1.0f, 0.2f));
+      PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "post_ffw_norm"), H, 1.0f, 0.2f));
+    }
     PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "ffn_norm"), H, 1.0f, 0.2f));
-    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_gate"), F, H));
-    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_up"), F, H));
+    if (fused) {
+      PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_up"), 2 * F, H));  // [gate; up]
+    } else {
+      PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_gate"), F, H));
+      PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_up"), F, H));
+    }
     PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_down"), H, F));
   }
   PARALLM_RETURN_IF_ERROR(vector("output_norm.weight", H, 1.0f, 0.2f));
   if (!c.tied_embeddings) PARALLM_RETURN_IF_ERROR(matrix("output.weight", V, H));
-  if (!c.rope_freq_factors.empty())
-    PARALLM_RETURN_IF_ERROR(sink("rope_freqs.weight", {static_cast<int64_t>(c.rope_freq_factors.size())},
-                                 c.rope_freq_factors));
-  return Status::Ok();
+  return EmitRopeTensors(c, sink);
 }
 
 }  // namespace parallm

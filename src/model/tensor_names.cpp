@@ -3,6 +3,7 @@
 
 #include <array>
 #include <charconv>
+#include <span>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -21,6 +22,7 @@ constexpr std::array<NamePair, 3> kGlobal = {{
     {"output_norm", "model.norm"},
     {"output", "lm_head"},
 }};
+// Llama's names; the families below override some.
 constexpr std::array<NamePair, 11> kLayer = {{
     {"attn_norm", "input_layernorm"},
     {"attn_q", "self_attn.q_proj"},
@@ -34,6 +36,40 @@ constexpr std::array<NamePair, 11> kLayer = {{
     {"ffn_up", "mlp.up_proj"},
     {"ffn_down", "mlp.down_proj"},
 }};
+// Gemma 2 and 3: four norms a layer (llama.cpp's mapping of pre/post_feedforward_layernorm).
+constexpr std::array<NamePair, 3> kPostNormLayer = {{
+    {"ffn_norm", "pre_feedforward_layernorm"},
+    {"post_attention_norm", "post_attention_layernorm"},
+    {"post_ffw_norm", "post_feedforward_layernorm"},
+}};
+// Phi-3: fused projections.
+constexpr std::array<NamePair, 2> kFusedLayer = {{
+    {"attn_qkv", "self_attn.qkv_proj"},
+    {"ffn_up", "mlp.gate_up_proj"},
+}};
+
+// The layer names of `arch`: its overrides first, then Llama's.
+std::span<const NamePair> Overrides(Arch arch) {
+  if (arch == Arch::kGemma2 || arch == Arch::kGemma3) return kPostNormLayer;
+  if (arch == Arch::kPhi3) return kFusedLayer;
+  return {};
+}
+
+std::optional<std::string_view> LayerHf(std::string_view canonical, Arch arch) {
+  for (const NamePair& p : Overrides(arch))
+    if (canonical == p.canonical) return p.hf;
+  for (const NamePair& p : kLayer)
+    if (canonical == p.canonical) return p.hf;
+  return std::nullopt;
+}
+
+std::optional<std::string_view> LayerCanonical(std::string_view hf, Arch arch) {
+  for (const NamePair& p : Overrides(arch))
+    if (hf == p.hf) return p.canonical;
+  for (const NamePair& p : kLayer)
+    if (hf == p.hf) return p.canonical;
+  return std::nullopt;
+}
 
 // Splits "a.b.c.suffix" into module "a.b.c" and suffix ("weight", "bias", "scales", "biases").
 bool SplitSuffix(std::string_view name, std::string_view* module, std::string_view* suffix) {
@@ -60,7 +96,7 @@ std::string LayerTensor(int layer, const char* kind, const char* suffix) {
   return fmt::format("blk.{}.{}.{}", layer, kind, suffix);
 }
 
-std::optional<std::string> HfNameFor(const std::string& canonical) {
+std::optional<std::string> HfNameFor(const std::string& canonical, Arch arch) {
   std::string_view module, suffix;
   if (!SplitSuffix(canonical, &module, &suffix)) return std::nullopt;
   for (const NamePair& p : kGlobal)
@@ -68,12 +104,11 @@ std::optional<std::string> HfNameFor(const std::string& canonical) {
   int layer;
   std::string_view kind;
   if (!ParseLayer(module, "blk.", &layer, &kind)) return std::nullopt;
-  for (const NamePair& p : kLayer)
-    if (kind == p.canonical) return fmt::format("model.layers.{}.{}.{}", layer, p.hf, suffix);
+  if (auto hf = LayerHf(kind, arch)) return fmt::format("model.layers.{}.{}.{}", layer, *hf, suffix);
   return std::nullopt;
 }
 
-std::optional<std::string> CanonicalNameForHf(const std::string& hf) {
+std::optional<std::string> CanonicalNameForHf(const std::string& hf, Arch arch) {
   std::string_view module, suffix;
   if (!SplitSuffix(hf, &module, &suffix)) return std::nullopt;
   for (const NamePair& p : kGlobal)
@@ -81,8 +116,7 @@ std::optional<std::string> CanonicalNameForHf(const std::string& hf) {
   int layer;
   std::string_view kind;
   if (!ParseLayer(module, "model.layers.", &layer, &kind)) return std::nullopt;
-  for (const NamePair& p : kLayer)
-    if (kind == p.hf) return fmt::format("blk.{}.{}.{}", layer, p.canonical, suffix);
+  if (auto canonical = LayerCanonical(kind, arch)) return fmt::format("blk.{}.{}.{}", layer, *canonical, suffix);
   return std::nullopt;
 }
 

@@ -27,6 +27,11 @@ struct LayerWeights {
   MatrixView w_gate;                        // [ffn, hidden]
   MatrixView w_up;                          // [ffn, hidden]
   MatrixView w_down;                        // [hidden, ffn]
+  std::vector<float> post_attn_norm, post_ffn_norm;  // [hidden] (post_norms only: Gemma 2, 3)
+  // Fused projections as stored (Phi-3): wq/wk/wv are row slices of wqkv, w_gate/w_up of w_gate_up. Kept for
+  // writing the model back out; the forward pass reads the slices.
+  MatrixView wqkv;                          // [q_dim + 2 kv_dim, hidden]
+  MatrixView w_gate_up;                     // [2 ffn, hidden]
 };
 
 struct ModelWeights {

@@ -36,6 +36,10 @@ struct MatrixView {
   const uint8_t* Row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
 };
 
+// Rows [first, first + n) of `m` as a matrix of their own, over the same storage (MLX scales and biases follow);
+// for fused projections (Phi-3's qkv_proj). Not for repacked views (`packed` is dropped).
+MatrixView SliceRows(const MatrixView& m, int64_t first, int64_t n);
+
 // Dequantizes row r of any MatrixView to f32 (reference path, used by tests, embedding lookup and loaders).
 void DequantizeMatrixRow(const MatrixView& m, int64_t r, float* dst);
 

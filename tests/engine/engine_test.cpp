@@ -81,7 +81,20 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(InvarianceCase{"llama_f32", {Arch::kLlama, ModelFormat::kGguf, DType::kF32}},
                       InvarianceCase{"qwen2_q8_0", {Arch::kQwen2, ModelFormat::kGguf, DType::kQ8_0}},
                       InvarianceCase{"qwen3_q4_k", {Arch::kQwen3, ModelFormat::kGguf, DType::kQ4_K}},
-                      InvarianceCase{"llama_mlx4", {Arch::kLlama, ModelFormat::kMlxFolder, DType::kF32, 4}}),
+                      InvarianceCase{"llama_mlx4", {Arch::kLlama, ModelFormat::kMlxFolder, DType::kF32, 4}},
+                      // Windows (7 positions) shorter than most prompts and outputs, on every windowed layer
+                      // (Gemma 2: even layers; Phi-3: all, with LongRoPE switching past 24 positions).
+                      InvarianceCase{"gemma2_q8_0_window7", [] {
+                                       testing::TinyModelOptions o{Arch::kGemma2, ModelFormat::kGguf, DType::kQ8_0};
+                                       o.sliding_window = 7;
+                                       return o;
+                                     }()},
+                      InvarianceCase{"phi3_mlx4_window7_longrope", [] {
+                                       testing::TinyModelOptions o{Arch::kPhi3, ModelFormat::kMlxFolder, DType::kF32, 4};
+                                       o.sliding_window = 7;
+                                       o.longrope_original = 24;
+                                       return o;
+                                     }()}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Engine, ChunkedPrefillAndPreemptionKeepOutputs) {

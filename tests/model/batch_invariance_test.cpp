@@ -25,7 +25,8 @@ std::vector<std::vector<float>> RunBatch(Model& model, PagedKvStorage& kv, const
   ForwardBatch batch;
   for (size_t s = 0; s < seqs.size(); ++s) {
     auto [begin, end] = ranges[s];
-    SequenceSlice slice{static_cast<int32_t>(tokens.size()), end - begin, end, seqs[s].blocks};
+    SequenceSlice slice{static_cast<int32_t>(tokens.size()), end - begin, end, seqs[s].blocks,
+                        static_cast<int32_t>(seqs[s].tokens.size())};
     for (int p = begin; p < end; ++p) {
       tokens.push_back(seqs[s].tokens[static_cast<size_t>(p)]);
       positions.push_back(p);
@@ -48,14 +49,8 @@ std::vector<std::vector<float>> RunBatch(Model& model, PagedKvStorage& kv, const
   return out;
 }
 
-class BatchInvariance : public ::testing::TestWithParam<std::tuple<Arch, DType>> {};
-
-TEST_P(BatchInvariance, MixedBatchEqualsAlone) {
-  auto [arch, type] = GetParam();
-  testing::TinyModelOptions options;
-  options.arch = arch;
-  options.gguf_type = type;
-  auto model = testing::TinyModel(options, ArchName(arch) + std::string(Name(type)));
+// Three sequences in uneven chunks and a mixed decode/prefill step, against each alone.
+void ExpectMixedBatchEqualsAlone(Model* model) {
   ASSERT_NE(model, nullptr);
   ThreadPool pool(2);
   // Three sequences with scattered, non-contiguous blocks.
@@ -78,6 +73,31 @@ TEST_P(BatchInvariance, MixedBatchEqualsAlone) {
   RunBatch(*model, kv, seqs, {{0, 9}, {0, 3}, {0, 5}}, &pool);
   auto together = RunBatch(*model, kv, seqs, {{9, 10}, {3, 7}, {5, 13}}, &pool);
   for (size_t s = 0; s < seqs.size(); ++s) EXPECT_EQ(together[s], alone[s]) << "sequence " << s;
+}
+
+class BatchInvariance : public ::testing::TestWithParam<std::tuple<Arch, DType>> {};
+
+TEST_P(BatchInvariance, MixedBatchEqualsAlone) {
+  auto [arch, type] = GetParam();
+  testing::TinyModelOptions options;
+  options.arch = arch;
+  options.gguf_type = type;
+  ExpectMixedBatchEqualsAlone(testing::TinyModel(options, ArchName(arch) + std::string(Name(type))).get());
+}
+
+// The families with their own blocks and RoPE, with sliding windows shorter than every prompt (5 positions; the
+// prompts have 7 to 13 tokens), LongRoPE switching to its long factors past 8 positions, partial rotary.
+class FamilyBatchInvariance : public ::testing::TestWithParam<std::tuple<Arch, DType>> {};
+
+TEST_P(FamilyBatchInvariance, MixedBatchEqualsAlone) {
+  auto [arch, type] = GetParam();
+  testing::TinyModelOptions options;
+  options.arch = arch;
+  options.gguf_type = type;
+  options.sliding_window = 5;
+  if (arch == Arch::kGemma3) options.layers = 6;  // five windowed layers and a global one
+  if (arch == Arch::kPhi3) options.longrope_original = 8, options.partial_rotary = 0.75f;
+  ExpectMixedBatchEqualsAlone(testing::TinyModel(options, "family-" + ArchName(arch) + std::string(Name(type))).get());
 }
 
 // Weights repacked at load (the default) give the same logits, bit for bit, as the stored form read in place
@@ -114,6 +134,14 @@ TEST(Repack, RepackedModelEqualsStoredForm) {
     for (size_t s = 0; s < seqs.size(); ++s) EXPECT_EQ(out[0][s], out[1][s]) << name << " sequence " << s;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, FamilyBatchInvariance,
+                         ::testing::Combine(::testing::Values(Arch::kMistral, Arch::kGemma, Arch::kGemma2,
+                                                              Arch::kGemma3, Arch::kPhi3),
+                                            ::testing::Values(DType::kF32, DType::kQ8_0)),
+                         [](const auto& info) {
+                           return ArchName(std::get<0>(info.param)) + "_" + std::string(Name(std::get<1>(info.param)));
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Types, BatchInvariance,
                          ::testing::Combine(::testing::Values(Arch::kLlama, Arch::kQwen2, Arch::kQwen3),

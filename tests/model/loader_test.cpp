@@ -2,12 +2,14 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <gtest/gtest.h>
 
 #include "engine/single_sequence.h"
 #include "formats/gguf.h"
 #include "model/model.h"
+#include "test_models.h"
 #include "test_paths.h"
 
 namespace parallm {
@@ -56,6 +58,49 @@ TEST(Loader, RejectsUnsupportedModelType) {
   std::ofstream(dir + "/config.json") << R"({"model_type": "bert", "hidden_size": 8})";
   std::ofstream(dir + "/model.safetensors", std::ios::binary) << std::string("\x02\0\0\0\0\0\0\0{}", 10);
   ExpectError(LoadModel(dir), "model_type 'bert' is not supported");
+}
+
+// Writes a tiny model of `arch` as a Hugging Face folder, lets `edit` change its config.json text, and loads it.
+Result<LoadedModel> LoadEditedHf(Arch arch, const std::string& name,
+                                 const std::function<void(std::string&)>& edit) {
+  testing::TinyModelOptions options;
+  options.arch = arch;
+  options.format = ModelFormat::kHfFolder;
+  if (arch == Arch::kGemma3) options.layers = 6;  // five windowed layers and a global one
+  EXPECT_NE(testing::TinyModel(options, name), nullptr);
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("parallm-test-" + std::to_string(::getpid()) + "-model-" + name) / "model").string();
+  std::ifstream in(dir + "/config.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  edit(text);
+  std::ofstream(dir + "/config.json", std::ios::trunc) << text;
+  return LoadModel(dir);
+}
+
+void Replace(std::string& text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << from << " not in " << text;
+  text.replace(at, from.size(), to);
+}
+
+// A field parallm cannot honour is an error naming it, never a silently different model.
+TEST(Loader, RejectsFamilyFieldsItCannotHonour) {
+  ExpectError(LoadEditedHf(Arch::kGemma2, "gemma2-relu",
+                           [](std::string& t) { Replace(t, "\"gelu_pytorch_tanh\"", "\"relu\""); }),
+              "'hidden_activation' = 'relu' is not supported");
+  ExpectError(LoadEditedHf(Arch::kLlama, "llama-gelu",
+                           [](std::string& t) { Replace(t, "\"silu\"", "\"gelu\""); }),
+              "'hidden_act' = 'gelu' is not supported");
+  ExpectError(LoadEditedHf(Arch::kPhi3, "phi3-yarn",
+                           [](std::string& t) {
+                             Replace(t, "\"model_type\"", "\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4},\"model_type\"");
+                           }),
+              "rope_scaling type 'yarn' is not supported for phi3");
+  ExpectError(LoadEditedHf(Arch::kGemma3, "gemma3-layers",
+                           [](std::string& t) { Replace(t, "\"full_attention\"", "\"sliding_attention\""); }),
+              "'layer_types' does not follow sliding_window_pattern 6");
+  // And the unedited files load.
+  EXPECT_TRUE(LoadEditedHf(Arch::kGemma2, "gemma2-ok", [](std::string&) {}).ok());
 }
 
 TEST(Loader, RejectsUnknownFiles) {

@@ -5,9 +5,9 @@
 namespace parallm {
 
 const ArchSpec& Qwen2Spec() {
-  static const ArchSpec spec{Arch::kQwen2, "qwen2", "qwen2", "qwen2", "Qwen2ForCausalLM",
-                             /*qkv_bias=*/true, /*qk_norm=*/false, /*default_tied_embeddings=*/true,
-                             RopeStyle::kHalf};
+  static const ArchSpec spec{.arch = Arch::kQwen2, .name = "qwen2", .gguf_architecture = "qwen2",
+                             .hf_model_type = "qwen2", .hf_architecture = "Qwen2ForCausalLM", .qkv_bias = true,
+                             .default_tied_embeddings = true};
   return spec;
 }
 

@@ -5,9 +5,9 @@
 namespace parallm {
 
 const ArchSpec& Qwen3Spec() {
-  static const ArchSpec spec{Arch::kQwen3, "qwen3", "qwen3", "qwen3", "Qwen3ForCausalLM",
-                             /*qkv_bias=*/false, /*qk_norm=*/true, /*default_tied_embeddings=*/true,
-                             RopeStyle::kHalf};
+  static const ArchSpec spec{.arch = Arch::kQwen3, .name = "qwen3", .gguf_architecture = "qwen3",
+                             .hf_model_type = "qwen3", .hf_architecture = "Qwen3ForCausalLM", .qk_norm = true,
+                             .default_tied_embeddings = true};
   return spec;
 }
 

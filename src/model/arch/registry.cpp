@@ -6,7 +6,8 @@
 namespace parallm {
 
 std::span<const ArchSpec* const> AllSpecs() {
-  static const std::array<const ArchSpec*, 4> specs = {&LlamaSpec(), &MistralSpec(), &Qwen2Spec(), &Qwen3Spec()};
+  static const std::array<const ArchSpec*, 8> specs = {&LlamaSpec(), &MistralSpec(), &Qwen2Spec(), &Qwen3Spec(),
+                                                       &GemmaSpec(), &Gemma2Spec(), &Gemma3Spec(), &Phi3Spec()};
   return specs;
 }
 
@@ -14,6 +15,18 @@ const ArchSpec& SpecFor(Arch arch) {
   for (const ArchSpec* s : AllSpecs())
     if (s->arch == arch) return *s;
   return LlamaSpec();
+}
+
+std::string SupportedNames() {
+  std::string s;
+  for (const ArchSpec* spec : AllSpecs()) s += (s.empty() ? "" : ", ") + std::string(spec->name);
+  return s;
+}
+
+std::string SupportedHfModelTypes() {
+  std::string s;
+  for (const ArchSpec* spec : AllSpecs()) s += (s.empty() ? "" : ", ") + std::string(spec->hf_model_type);
+  return s;
 }
 
 const ArchSpec* SpecByName(std::string_view name) {

@@ -1,0 +1,36 @@
+// LayerOps: the shared sublayers a family's layer block composes (norms, attention, the gated MLP, the residual
+// stream), so each family file states its block in a few lines (arch/llama.cpp: pre-norm; arch/gemma.cpp:
+// Gemma's optional post-norms) instead of one decoder growing a flag per family.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/weights.h"
+
+namespace parallm {
+
+class LayerOps {
+ public:
+  virtual ~LayerOps() = default;
+  // The residual stream x and a scratch buffer, each [num_tokens, hidden].
+  virtual float* residual() = 0;
+  virtual float* scratch() = 0;
+  // out = RMSNorm(in) * w, row by row (w holds the multiplier: Gemma's 1 + w is added at load). out may be in.
+  virtual void Norm(const std::vector<float>& w, const float* in, float* out) = 0;
+  // out = Wo · attention(q, k, v of in) for `layer`, writing the tokens' K/V to the cache. out may be in.
+  virtual void Attention(int layer, const float* in, float* out) = 0;
+  // out = Wdown · (act(Wgate in) * Wup in). out may be in.
+  virtual void Mlp(int layer, const float* in, float* out) = 0;
+  // residual += y.
+  virtual void AddToResidual(const float* y) = 0;
+};
+
+// A family's layer: reads and updates ops.residual().
+using LayerBlock = void (*)(LayerOps& ops, const LayerWeights& lw, int layer);
+
+// The blocks of the families (defined in their arch/ files).
+void PreNormBlock(LayerOps& ops, const LayerWeights& lw, int layer);  // Llama, Mistral, Qwen, Phi-3
+void GemmaBlock(LayerOps& ops, const LayerWeights& lw, int layer);    // Gemma 1, 2, 3
+
+}  // namespace parallm

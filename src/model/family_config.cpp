@@ -1,0 +1,258 @@
+// Family config fields in GGUF metadata and config.json: Gemma 1/2/3, Phi-3, Mistral's sliding window.
+#include "model/family_config.h"
+
+#include <cmath>
+
+namespace parallm {
+namespace {
+
+// config.json accessors: a missing key and an explicit null both read as absent.
+std::optional<double> Number(const boost::json::object& cfg, std::string_view key) {
+  auto it = cfg.find(key);
+  if (it == cfg.end()) return std::nullopt;
+  const boost::json::value& v = it->value();
+  if (v.is_int64()) return static_cast<double>(v.as_int64());
+  if (v.is_uint64()) return static_cast<double>(v.as_uint64());
+  if (v.is_double()) return v.as_double();
+  return std::nullopt;
+}
+
+std::optional<std::string> String(const boost::json::object& cfg, std::string_view key) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || !it->value().is_string()) return std::nullopt;
+  return std::string(it->value().as_string());
+}
+
+Result<std::vector<float>> FloatArray(const boost::json::object& obj, std::string_view key, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->value().is_array()) return Err("{}: '{}' must be an array of numbers", where, key);
+  std::vector<float> out;
+  for (const boost::json::value& v : it->value().as_array()) {
+    if (v.is_double()) out.push_back(static_cast<float>(v.as_double()));
+    else if (v.is_int64()) out.push_back(static_cast<float>(v.as_int64()));
+    else return Err("{}: '{}' must be an array of numbers", where, key);
+  }
+  return out;
+}
+
+boost::json::array ToJson(const std::vector<float>& v) {
+  boost::json::array a;
+  for (float x : v) a.emplace_back(static_cast<double>(x));
+  return a;
+}
+
+bool IsGemma(const ArchSpec& spec) { return spec.block == GemmaBlock; }
+
+// llama.cpp has no GGUF key for Gemma's query_pre_attn_scalar: it uses head_dim, and hidden / heads for the 27B
+// shapes (Gemma 2: 46 layers, Gemma 3: 62 layers).
+float GgufQueryPreAttnScalar(const ModelConfig& c) {
+  const bool is_27b = (c.arch == Arch::kGemma2 && c.n_layers == 46) || (c.arch == Arch::kGemma3 && c.n_layers == 62);
+  return static_cast<float>(is_27b ? c.hidden / c.n_heads : c.head_dim);
+}
+
+Result<std::vector<float>> ReadFactorTensor(const GgufFile& file, const std::string& name, const std::string& path) {
+  const TensorView* t = file.tensors().Find(name);
+  if (t == nullptr) return Err("{}: LongRoPE needs tensor '{}'", path, name);
+  if (t->dtype != DType::kF32 || t->Rank() != 1) return Err("{}: '{}' must be a 1-D f32 tensor", path, name);
+  std::vector<float> v(static_cast<size_t>(t->NumElements()));
+  std::memcpy(v.data(), t->data, v.size() * sizeof(float));
+  return v;
+}
+
+}  // namespace
+
+void ApplySpec(const ArchSpec& spec, ModelConfig& c) {
+  c.arch = spec.arch;
+  c.qkv_bias = spec.qkv_bias;
+  c.qk_norm = spec.qk_norm;
+  c.activation = spec.activation;
+  c.post_norms = spec.post_norms;
+  c.sliding_pattern = spec.sliding_pattern;
+  c.scale_embeddings = spec.embed_scaled;
+}
+
+float LongRopeAttnFactor(int max_position, int original_max_position) {
+  const double s = static_cast<double>(max_position) / original_max_position;
+  if (s <= 1.0) return 1.0f;
+  return static_cast<float>(std::sqrt(1.0 + std::log(s) / std::log(static_cast<double>(original_max_position))));
+}
+
+Status ReadGgufExtras(const GgufFile& file, const ArchSpec& spec, const std::string& path, ModelConfig& c) {
+  const std::string p = std::string(spec.gguf_architecture) + ".";
+  auto get_float = [&](const std::string& key) { return file.GetFloat(p + key); };
+  auto get_int = [&](const std::string& key) { return file.GetInt(p + key); };
+  ApplySpec(spec, c);
+  if (auto w = get_int("attention.sliding_window"); w && *w > 0) c.sliding_window = static_cast<int>(*w);
+  if (IsGemma(spec)) {
+    c.query_pre_attn_scalar = GgufQueryPreAttnScalar(c);
+    c.attn_softcap = static_cast<float>(get_float("attn_logit_softcapping").value_or(0));
+    c.final_softcap = static_cast<float>(get_float("final_logit_softcapping").value_or(0));
+  }
+  if (spec.arch == Arch::kGemma3) {
+    c.rope_local_theta = static_cast<float>(get_float("rope.freq_base_swa").value_or(10000.0));
+  }
+  auto scaling = file.GetString(p + "rope.scaling.type");
+  if (scaling && *scaling == "linear") {
+    c.rope_linear_factor = static_cast<float>(get_float("rope.scaling.factor").value_or(1.0));
+    if (!(c.rope_linear_factor > 0)) return Err("{}: '{}rope.scaling.factor' must be positive", path, p);
+  } else if (scaling && *scaling != "none") {
+    return Err("{}: '{}rope.scaling.type' = '{}' is not supported (linear is; Llama-3 scaling comes as "
+               "rope_freqs.weight)", path, p, *scaling);
+  }
+  if (auto rot = get_int("rope.dimension_count"); rot && *rot != c.head_dim) c.rotary_dim = static_cast<int>(*rot);
+  if (spec.arch == Arch::kPhi3 && file.tensors().Find("rope_factors_long.weight") != nullptr) {
+    ModelConfig::LongRope r;
+    PARALLM_ASSIGN_OR_RETURN(r.long_factors, ReadFactorTensor(file, "rope_factors_long.weight", path));
+    PARALLM_ASSIGN_OR_RETURN(r.short_factors, ReadFactorTensor(file, "rope_factors_short.weight", path));
+    auto orig = get_int("rope.scaling.original_context_length");
+    if (!orig || *orig <= 0) return Err("{}: LongRoPE needs '{}rope.scaling.original_context_length'", path, p);
+    r.original_max_position = static_cast<int>(*orig);
+    r.attn_factor = static_cast<float>(
+        get_float("rope.scaling.attn_factor").value_or(LongRopeAttnFactor(c.context_length, r.original_max_position)));
+    c.rope_longrope = std::move(r);
+  }
+  return Status::Ok();
+}
+
+void WriteGgufExtras(const ModelConfig& c, const ArchSpec& spec, GgufWriter& w) {
+  const std::string p = std::string(spec.gguf_architecture) + ".";
+  w.Set(p + "rope.dimension_count", GgufValue::U32(static_cast<uint32_t>(c.rotary())));
+  if (spec.arch == Arch::kPhi3 || c.sliding_window > 0)
+    w.Set(p + "attention.sliding_window", GgufValue::U32(static_cast<uint32_t>(c.sliding_window)));
+  if (IsGemma(spec)) {
+    if (c.attn_softcap > 0) w.Set(p + "attn_logit_softcapping", GgufValue::F32(c.attn_softcap));
+    if (c.final_softcap > 0) w.Set(p + "final_logit_softcapping", GgufValue::F32(c.final_softcap));
+  }
+  if (spec.arch == Arch::kGemma3 && c.rope_local_theta > 0)
+    w.Set(p + "rope.freq_base_swa", GgufValue::F32(c.rope_local_theta));
+  if (c.rope_linear_factor != 1.0f) {
+    w.Set(p + "rope.scaling.type", GgufValue::String("linear"));
+    w.Set(p + "rope.scaling.factor", GgufValue::F32(c.rope_linear_factor));
+  }
+  if (c.rope_longrope) {
+    w.Set(p + "rope.scaling.original_context_length", GgufValue::U32(static_cast<uint32_t>(c.rope_longrope->original_max_position)));
+    w.Set(p + "rope.scaling.attn_factor", GgufValue::F32(c.rope_longrope->attn_factor));
+  }
+}
+
+Status ReadHfExtras(const boost::json::object& cfg, const ArchSpec& spec, const std::string& path, ModelConfig& c) {
+  ApplySpec(spec, c);
+  // The activation: SiLU for every family but Gemma's GeGLU; anything else would be a silently wrong model.
+  for (const char* key : {"hidden_activation", "hidden_act"}) {
+    auto act = String(cfg, key);
+    if (!act) continue;
+    const bool gelu_tanh = *act == "gelu_pytorch_tanh" || *act == "gelu_tanh" || *act == "gelu_new";
+    // Gemma 1's config.json says "gelu" in hidden_act but its reference code runs the tanh approximation.
+    if (IsGemma(spec) && (gelu_tanh || (*act == "gelu" && std::string_view(key) == "hidden_act"))) break;
+    if (!IsGemma(spec) && (*act == "silu" || *act == "swish")) break;
+    return Err("{}: '{}' = '{}' is not supported for {} (expected {})", path, key, *act, spec.name,
+               IsGemma(spec) ? "gelu_pytorch_tanh" : "silu");
+  }
+  if (auto w = Number(cfg, "sliding_window"); w && *w > 0) c.sliding_window = static_cast<int>(*w);
+  if (auto use = cfg.find("use_sliding_window"); use != cfg.end() && use->value().is_bool() && !use->value().as_bool())
+    c.sliding_window = 0;  // Qwen2-style switch
+  if (IsGemma(spec)) {
+    c.query_pre_attn_scalar = static_cast<float>(Number(cfg, "query_pre_attn_scalar").value_or(c.head_dim));
+    c.attn_softcap = static_cast<float>(Number(cfg, "attn_logit_softcapping").value_or(0));
+    c.final_softcap = static_cast<float>(Number(cfg, "final_logit_softcapping").value_or(0));
+  }
+  if (spec.arch == Arch::kGemma3) {
+    c.rope_local_theta = static_cast<float>(Number(cfg, "rope_local_base_freq").value_or(10000.0));
+    if (auto pattern = Number(cfg, "sliding_window_pattern")) c.sliding_pattern = static_cast<int>(*pattern);
+    if (auto it = cfg.find("layer_types"); it != cfg.end() && it->value().is_array()) {
+      // Newer configs list each layer's kind; parallm runs the periodic pattern, so the list must follow it.
+      const auto& types = it->value().as_array();
+      if (static_cast<int>(types.size()) != c.n_layers)
+        return Err("{}: 'layer_types' has {} entries for {} layers", path, types.size(), c.n_layers);
+      for (int l = 0; l < c.n_layers; ++l) {
+        const auto& t = types[static_cast<size_t>(l)];
+        const bool sliding = t.is_string() && t.as_string() == "sliding_attention";
+        if (!sliding && !(t.is_string() && t.as_string() == "full_attention"))
+          return Err("{}: 'layer_types'[{}] must be \"sliding_attention\" or \"full_attention\"", path, l);
+        if (sliding != ((l + 1) % c.sliding_pattern != 0))
+          return Err("{}: 'layer_types' does not follow sliding_window_pattern {} (layer {}); other layouts are not "
+                     "supported", path, c.sliding_pattern, l);
+      }
+    }
+  }
+  if (auto rd = Number(cfg, "partial_rotary_factor"); rd && *rd != 1.0) {
+    c.rotary_dim = static_cast<int>(c.head_dim * *rd);
+  }
+  auto it = cfg.find("rope_scaling");
+  if (it == cfg.end() || !it->value().is_object()) return Status::Ok();
+  const boost::json::object& rs = it->value().as_object();
+  std::string type;
+  for (const char* key : {"rope_type", "type"})
+    if (auto t = String(rs, key)) type = *t;
+  if (type == "linear") {
+    c.rope_linear_factor = static_cast<float>(Number(rs, "factor").value_or(1.0));
+    if (!(c.rope_linear_factor > 0)) return Err("{}: rope_scaling 'factor' must be positive", path);
+  } else if (type == "longrope" || type == "su") {
+    ModelConfig::LongRope r;
+    const std::string where = path + " rope_scaling";
+    PARALLM_ASSIGN_OR_RETURN(r.short_factors, FloatArray(rs, "short_factor", where));
+    PARALLM_ASSIGN_OR_RETURN(r.long_factors, FloatArray(rs, "long_factor", where));
+    auto orig = Number(cfg, "original_max_position_embeddings");
+    r.original_max_position = orig ? static_cast<int>(*orig) : c.context_length;
+    r.attn_factor = static_cast<float>(
+        Number(rs, "attention_factor").value_or(LongRopeAttnFactor(c.context_length, r.original_max_position)));
+    c.rope_longrope = std::move(r);
+  }
+  // Other types (llama3, default) are the loader's.
+  return Status::Ok();
+}
+
+void WriteHfExtras(const ModelConfig& c, const ArchSpec& spec, boost::json::object& cfg) {
+  if (IsGemma(spec)) {
+    cfg.erase("hidden_act");
+    cfg["hidden_activation"] = "gelu_pytorch_tanh";
+    cfg["query_pre_attn_scalar"] = c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : c.head_dim;
+    if (spec.arch != Arch::kGemma) {
+      cfg["attn_logit_softcapping"] = c.attn_softcap > 0 ? boost::json::value(c.attn_softcap) : nullptr;
+      cfg["final_logit_softcapping"] = c.final_softcap > 0 ? boost::json::value(c.final_softcap) : nullptr;
+    }
+  }
+  if (spec.arch == Arch::kGemma2 || spec.arch == Arch::kGemma3 || spec.arch == Arch::kPhi3 || c.sliding_window > 0)
+    cfg["sliding_window"] = c.sliding_window > 0 ? boost::json::value(c.sliding_window) : nullptr;
+  if (spec.arch == Arch::kGemma3) {
+    cfg["sliding_window_pattern"] = c.sliding_pattern;
+    boost::json::array types;
+    for (int l = 0; l < c.n_layers; ++l) types.emplace_back(c.LayerIsSliding(l) ? "sliding_attention" : "full_attention");
+    cfg["layer_types"] = types;
+    cfg["rope_local_base_freq"] = c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta;
+  }
+  if (c.rotary_dim > 0 && c.rotary_dim != c.head_dim)
+    cfg["partial_rotary_factor"] = static_cast<double>(c.rotary_dim) / c.head_dim;
+  if (c.rope_linear_factor != 1.0f) cfg["rope_scaling"] = boost::json::object{{"rope_type", "linear"}, {"factor", c.rope_linear_factor}};
+  if (c.rope_longrope) {
+    cfg["rope_scaling"] = boost::json::object{{"type", "longrope"},
+                                              {"short_factor", ToJson(c.rope_longrope->short_factors)},
+                                              {"long_factor", ToJson(c.rope_longrope->long_factors)}};
+    cfg["original_max_position_embeddings"] = c.rope_longrope->original_max_position;
+  }
+}
+
+Status ValidateExtras(const ModelConfig& c, const std::string& path) {
+  const int rot = c.rotary();
+  if (rot <= 0 || rot > c.head_dim || rot % 2 != 0)
+    return Err("{}: {} rotary dimensions for head dimension {}; expected an even number up to it", path, rot, c.head_dim);
+  if (c.rope_longrope) {
+    const auto& r = *c.rope_longrope;
+    const size_t want = static_cast<size_t>(rot / 2);
+    if (r.short_factors.size() != want || r.long_factors.size() != want)
+      return Err("{}: LongRoPE has {} short and {} long factors, expected rotary_dim / 2 = {}", path,
+                 r.short_factors.size(), r.long_factors.size(), want);
+    if (r.original_max_position <= 0) return Err("{}: LongRoPE original_max_position_embeddings must be positive", path);
+    for (const std::vector<float>* v : {&r.short_factors, &r.long_factors})
+      for (float f : *v)
+        if (!(f > 0)) return Err("{}: LongRoPE factors must be positive", path);
+  }
+  if (c.sliding_window < 0) return Err("{}: sliding window {} is negative", path, c.sliding_window);
+  if (c.sliding_pattern < 1) return Err("{}: sliding window pattern {} must be >= 1", path, c.sliding_pattern);
+  if (!(c.attn_softcap >= 0) || !(c.final_softcap >= 0)) return Err("{}: soft-capping values must be >= 0", path);
+  if (!c.rope_freq_factors.empty() && c.rotary_dim > 0 && c.rotary_dim != c.head_dim)
+    return Err("{}: rope_freqs with partial rotary embeddings is not supported", path);
+  return Status::Ok();
+}
+
+}  // namespace parallm

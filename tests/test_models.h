@@ -29,7 +29,8 @@ struct TinyModelOptions {
   float partial_rotary = 0;
 };
 
-inline std::unique_ptr<Model> TinyModel(const TinyModelOptions& o, const std::string& name) {
+// Writes the tiny model to a scratch folder; returns its path (a .gguf file or a folder).
+inline std::string WriteTinyModel(const TinyModelOptions& o, const std::string& name) {
   auto config = PresetConfig("tiny", &o.arch);
   EXPECT_TRUE(config.ok());
   if (o.hidden > 0) config->hidden = o.hidden;
@@ -63,7 +64,11 @@ inline std::unique_ptr<Model> TinyModel(const TinyModelOptions& o, const std::st
   EXPECT_TRUE(st.ok()) << st.message();
   st = writer.Finish(path);
   EXPECT_TRUE(st.ok()) << st.message();
-  auto model = Model::Load(path);
+  return path;
+}
+
+inline std::unique_ptr<Model> TinyModel(const TinyModelOptions& o, const std::string& name) {
+  auto model = Model::Load(WriteTinyModel(o, name));
   EXPECT_TRUE(model.ok()) << model.status().message();
   return model.ok() ? std::move(*model) : nullptr;
 }

@@ -24,7 +24,7 @@ Engine::Engine(Model& model, const EngineConfig& config)
       kv_manager_(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching),
       scheduler_(config_.scheduler, &kv_manager_),
       runner_(model, kv_storage_, kv_manager_, &pool_) {
-  if (model.loaded().vocab) eos_token_ = model.loaded().vocab->eos;
+  eos_tokens_ = model.loaded().eos_ids;
 }
 
 Status Engine::Validate(std::span<const int32_t> prompt, const SamplingParams& params) const {
@@ -47,7 +47,7 @@ Status Engine::Validate(std::span<const int32_t> prompt, const SamplingParams& p
 Result<RequestId> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& params, int32_t priority) {
   PARALLM_RETURN_IF_ERROR(Validate(prompt, params));
   const RequestId id = next_id_++;
-  auto request = std::make_unique<Request>(id, std::move(prompt), params, eos_token_);
+  auto request = std::make_unique<Request>(id, std::move(prompt), params, eos_tokens_);
   request->priority = priority;
   scheduler_.Add(std::move(request));
   return id;
@@ -63,7 +63,7 @@ void Engine::ForkCopies(const ScheduledRequest& s, std::span<const float> logits
     params.n = 1;
     if (params.has_seed) params.seed = parent.params.seed + static_cast<uint64_t>(k);
     auto child = std::make_unique<Request>(next_id_++, std::vector<int32_t>(parent.prompt().begin(), parent.prompt().end()),
-                                           params, eos_token_);
+                                           params, eos_tokens_);
     child->parent_id = parent.id;
     child->choice_index = k;
     child->priority = parent.priority;

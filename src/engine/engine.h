@@ -71,7 +71,7 @@ class Engine {
   Scheduler scheduler_;
   ModelRunner runner_;
   RequestId next_id_ = 1;
-  int32_t eos_token_ = -1;
+  std::vector<int32_t> eos_tokens_;  // the model's end-of-generation tokens (LoadedModel::eos_ids)
 };
 
 }  // namespace parallm

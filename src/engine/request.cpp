@@ -13,7 +13,8 @@ const char* FinishReasonName(FinishReason r) {
   return "";
 }
 
-Request::Request(RequestId id_in, std::vector<int32_t> prompt_in, SamplingParams params_in, int32_t eos)
+Request::Request(RequestId id_in, std::vector<int32_t> prompt_in, SamplingParams params_in,
+                 std::span<const int32_t> eos)
     : id(id_in),
       tokens(std::move(prompt_in)),
       num_prompt_tokens(static_cast<int32_t>(tokens.size())),
@@ -25,7 +26,7 @@ Request::Request(RequestId id_in, std::vector<int32_t> prompt_in, SamplingParams
         if (!p.has_seed) p.seed = 0x9E3779B97F4A7C15ull * (id_in + 1);
         return p;
       }()),
-      eos_token(eos),
+      eos_tokens(eos),
       arrival(Clock::now()) {}
 
 }  // namespace parallm

@@ -22,14 +22,16 @@ const char* FinishReasonName(FinishReason r);  // "length", "stop", "cancelled"
 struct Request {
   using Clock = std::chrono::steady_clock;
 
-  Request(RequestId id, std::vector<int32_t> prompt, SamplingParams params, int32_t eos_token);
+  // `eos_tokens`: the tokens that end generation (unless params.ignore_eos); the span must outlive the request
+  // (the engine owns the list).
+  Request(RequestId id, std::vector<int32_t> prompt, SamplingParams params, std::span<const int32_t> eos_tokens);
 
   RequestId id;
   std::vector<int32_t> tokens;  // the prompt, then the generated tokens
   int32_t num_prompt_tokens;
   SamplingParams params;
   Sampler sampler;
-  int32_t eos_token;  // -1: none
+  std::span<const int32_t> eos_tokens;  // empty: none
   int32_t priority = 0;  // lower runs first; FCFS within a priority
   // n > 1: copies 1..n-1 are forked from copy 0 once its prompt is computed; they name it here.
   RequestId parent_id = 0;

@@ -121,7 +121,8 @@ SchedulerOutput Scheduler::Schedule() {
 
 bool Scheduler::StopsAfter(const Request& r) const {
   const int32_t last = r.tokens.back();
-  if (!r.params.ignore_eos && last == r.eos_token) return true;
+  if (!r.params.ignore_eos && std::find(r.eos_tokens.begin(), r.eos_tokens.end(), last) != r.eos_tokens.end())
+    return true;
   return std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), last) !=
          r.params.stop_token_ids.end();
 }

@@ -2,6 +2,7 @@
 // weight binding with shape and type checks, so a wrong or damaged file is a clear error, not a crash.
 #include "model/loader.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -18,6 +19,10 @@
 
 namespace parallm {
 namespace {
+
+void AddEosId(std::vector<int32_t>& ids, int32_t id) {
+  if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+}
 
 // Where the binder finds a tensor: by canonical name, plus the MLX params of quantized modules.
 struct TensorSource {
@@ -265,6 +270,10 @@ Result<LoadedModel> LoadGguf(const std::string& path) {
   m.weight_types = binder.Summary();
   if (file.Find("tokenizer.ggml.tokens") != nullptr) {
     PARALLM_ASSIGN_OR_RETURN(m.vocab, Vocab::FromGguf(file, path));
+    AddEosId(m.eos_ids, m.vocab->eos);
+    // llama.cpp's end-of-turn and end-of-message tokens end generation too (Phi-3's <|end|>, Gemma's <end_of_turn>).
+    for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
+      if (auto id = file.GetInt(key); id && *id >= 0 && *id < c.vocab) AddEosId(m.eos_ids, static_cast<int32_t>(*id));
   }
   m.weights.storage = std::move(file.mutable_tensors());
   return m;
@@ -375,6 +384,26 @@ Result<LoadedModel> LoadHf(const std::string& dir) {
   PARALLM_RETURN_IF_ERROR(BindWeights(c, binder, &m.weights));
   m.weight_types = binder.Summary();
   m.weights.storage = std::move(folder.tensors);
+  // eos_token_id: an id or a list, in config.json and in generation_config.json (which instruct models use for
+  // their end-of-turn tokens).
+  auto add_eos = [&](const boost::json::object& o) {
+    auto it = o.find("eos_token_id");
+    if (it == o.end()) return;
+    auto add = [&](const boost::json::value& v) {
+      if (v.is_int64() && v.as_int64() >= 0 && v.as_int64() < c.vocab) AddEosId(m.eos_ids, static_cast<int32_t>(v.as_int64()));
+    };
+    if (it->value().is_array()) {
+      for (const boost::json::value& v : it->value().as_array()) add(v);
+    } else {
+      add(it->value());
+    }
+  };
+  add_eos(cfg);
+  if (std::ifstream in(dir + "/generation_config.json"); in) {
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    PARALLM_ASSIGN_OR_RETURN(boost::json::value gen, ParseJson(text, dir + "/generation_config.json"));
+    if (gen.is_object()) add_eos(gen.as_object());
+  }
   return m;
 }
 

@@ -23,6 +23,9 @@ struct LoadedModel {
   std::string path;
   std::string weight_types;  // e.g. "q8_0 x 169, f32 x 49" for `parallm info`
   std::optional<Vocab> vocab;  // GGUF files with tokenizer.ggml.* metadata
+  // Every token that ends generation: the vocabulary's EOS and llama.cpp's EOT/EOM (GGUF), config.json's and
+  // generation_config.json's eos_token_id (an id or a list: Gemma's <end_of_turn>, Phi-3's <|end|>).
+  std::vector<int32_t> eos_ids;
 };
 
 // Every error names the path and says what was wrong or missing.

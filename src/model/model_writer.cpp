@@ -223,6 +223,7 @@ Result<LoadedModel> ModelWriter::FinishInMemory(const std::string& label) {
   config.rope_style = target_rope_;
   PARALLM_ASSIGN_OR_RETURN(LoadedModel m, BindModel(config, gguf_.Tensors(), label));
   m.vocab = vocab_;
+  if (vocab_.eos >= 0) m.eos_ids = {vocab_.eos};
   return m;
 }
 

@@ -1,6 +1,8 @@
 // The engine end to end on tiny random models: batched == one at a time (greedy and seeded sampling) on
 // several architectures and weight types, chunked prefill, preemption, the prefix cache, and a stress run with
 // random arrivals and cancellations that must leak no block.
+#include <algorithm>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -96,6 +98,36 @@ INSTANTIATE_TEST_SUITE_P(
                                        return o;
                                      }()}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// Instruct models end turns with tokens other than the vocabulary's EOS (Gemma's <end_of_turn>, Phi-3's <|end|>):
+// every id of generation_config.json's eos_token_id list ends a request, with finish_reason stop.
+TEST(Engine, GenerationConfigEosListEndsRequests) {
+  testing::TinyModelOptions o;
+  o.arch = Arch::kPhi3;
+  o.format = ModelFormat::kHfFolder;
+  const std::string dir = testing::WriteTinyModel(o, "eos-list");
+  std::vector<SamplingParams> params(1);
+  params[0].max_tokens = 8;
+  params[0].ignore_eos = true;
+  const std::vector<std::vector<int32_t>> prompt = {{5, 17, 300, 42}};
+  auto free_run = LLM::Load(dir, SmallConfig());
+  ASSERT_TRUE(free_run.ok()) << free_run.status().message();
+  auto all = (*free_run)->Generate(prompt, params);
+  ASSERT_TRUE(all.ok());
+  const std::vector<int32_t> ids = (*all)[0].ids();
+  ASSERT_EQ(ids.size(), 8u);
+  // The last generated token is made an end-of-turn token: generation now ends where it first appears.
+  const int32_t end_of_turn = ids.back();
+  const auto stop_at = std::find(ids.begin(), ids.end(), end_of_turn) - ids.begin();
+  std::ofstream(dir + "/generation_config.json") << "{\"eos_token_id\": [511, " << end_of_turn << "]}";
+  auto stopping = LLM::Load(dir, SmallConfig());
+  ASSERT_TRUE(stopping.ok()) << stopping.status().message();
+  params[0].ignore_eos = false;
+  auto cut = (*stopping)->Generate(prompt, params);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ((*cut)[0].ids(), std::vector<int32_t>(ids.begin(), ids.begin() + stop_at));
+  EXPECT_EQ((*cut)[0].finish_reason(), FinishReason::kStop);
+}
 
 TEST(Engine, ChunkedPrefillAndPreemptionKeepOutputs) {
   testing::TinyModelOptions o;

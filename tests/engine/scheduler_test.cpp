@@ -13,7 +13,7 @@ std::unique_ptr<Request> MakeRequest(RequestId id, int prompt_len, int max_token
   for (int i = 0; i < prompt_len; ++i) prompt.push_back(static_cast<int32_t>(100 * id + i));
   SamplingParams p;
   p.max_tokens = max_tokens;
-  return std::make_unique<Request>(id, std::move(prompt), p, /*eos=*/-1);
+  return std::make_unique<Request>(id, std::move(prompt), p, /*eos_tokens=*/std::span<const int32_t>());
 }
 
 // Samples token 7 for every request that samples.

@@ -67,9 +67,7 @@ Result<LoadedModel> LoadEditedHf(Arch arch, const std::string& name,
   options.arch = arch;
   options.format = ModelFormat::kHfFolder;
   if (arch == Arch::kGemma3) options.layers = 6;  // five windowed layers and a global one
-  EXPECT_NE(testing::TinyModel(options, name), nullptr);
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("parallm-test-" + std::to_string(::getpid()) + "-model-" + name) / "model").string();
+  const std::string dir = testing::WriteTinyModel(options, name);
   std::ifstream in(dir + "/config.json");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   edit(text);

@@ -12,8 +12,28 @@ namespace {
 int32_t CeilDiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
 }  // namespace
 
-KVCacheManager::KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching)
-    : pool_(num_blocks, block_size, enable_prefix_caching) {}
+KVCacheManager::KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching,
+                               int32_t sliding_window)
+    : pool_(num_blocks, block_size, enable_prefix_caching), sliding_window_(sliding_window) {}
+
+void KVCacheManager::ReleaseBehindWindow(RequestBlocks& req, int32_t num_computed_tokens) {
+  if (sliding_window_ <= 0) return;
+  // The next token (position num_computed_tokens) attends to positions > num_computed_tokens - window; later
+  // tokens to fewer still. Blocks ending before that are never read again.
+  const int32_t first_needed = num_computed_tokens - sliding_window_ + 1;
+  if (first_needed <= 0) return;
+  const int32_t n = std::min(first_needed / pool_.block_size(), static_cast<int32_t>(req.blocks.size()));
+  std::vector<int32_t> released;
+  for (int32_t i = 0; i < n; ++i) {
+    int32_t& b = req.blocks[static_cast<size_t>(i)];
+    if (b == kNoBlock) continue;
+    released.push_back(b);
+    b = kNoBlock;
+  }
+  // Still cached (hash kept) in the free queue: another request with the same prefix can find them until evicted.
+  pool_.Free(released);
+  stats_.blocks_slid_out += static_cast<int64_t>(released.size());
+}
 
 ComputedBlocks KVCacheManager::GetComputedBlocks(std::span<const int32_t> tokens) {
   const int32_t bs = pool_.block_size();
@@ -59,6 +79,8 @@ bool KVCacheManager::AllocateSlots(RequestId id, int32_t num_computed_tokens, in
   const int32_t num_shared = static_cast<int32_t>(new_computed.block_ids.size());
   PARALLM_CHECK_MSG(num_shared == 0 || num_held == 0, "new_computed blocks are only for a request's first call");
   PARALLM_CHECK_MSG(num_computed_tokens >= new_computed.num_tokens, "computed tokens exclude the cached prefix");
+  // First what the window left behind, so the blocks it frees count for this step.
+  if (it != requests_.end()) ReleaseBehindWindow(it->second, num_computed_tokens);
 
   const int32_t num_needed = CeilDiv(num_computed_tokens + num_new_tokens, bs);
   const int32_t num_fresh = std::max(0, num_needed - num_held - num_shared);
@@ -81,6 +103,7 @@ bool KVCacheManager::AllocateSlots(RequestId id, int32_t num_computed_tokens, in
   std::vector<int32_t> fresh = pool_.Allocate(num_fresh);
   req.blocks.insert(req.blocks.end(), fresh.begin(), fresh.end());
   stats_.blocks_allocated += num_fresh;
+  if (num_shared > 0) ReleaseBehindWindow(req, num_computed_tokens);
   return true;
 }
 
@@ -97,7 +120,8 @@ void KVCacheManager::CacheFullBlocks(RequestId id, std::span<const int32_t> toke
     std::optional<BlockHash> parent;
     if (i > 0) parent = req.hashes[static_cast<size_t>(i - 1)];
     BlockHash hash = HashBlockTokens(parent, block_tokens);
-    pool_.Cache(req.blocks[static_cast<size_t>(i)], hash, block_tokens);
+    // A released block was cached before it fell behind the window; only its hash is still needed (the chain).
+    if (req.blocks[static_cast<size_t>(i)] != kNoBlock) pool_.Cache(req.blocks[static_cast<size_t>(i)], hash, block_tokens);
     req.hashes.push_back(hash);
   }
 }
@@ -106,6 +130,7 @@ void KVCacheManager::Free(RequestId id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
   std::vector<int32_t>& blocks = it->second.blocks;
+  std::erase(blocks, kNoBlock);
   // Tail first: the request's last blocks are the least likely to be shared, so they are evicted first.
   std::reverse(blocks.begin(), blocks.end());
   pool_.Free(blocks);
@@ -134,8 +159,10 @@ bool KVCacheManager::Fork(RequestId parent, RequestId child, int32_t num_tokens,
   RequestBlocks to;
   to.blocks.assign(from.blocks.begin(), from.blocks.begin() + num_full);
   to.hashes.assign(from.hashes.begin(), from.hashes.begin() + std::min<size_t>(from.hashes.size(), num_full));
-  pool_.Touch(to.blocks);
-  stats_.blocks_shared += num_full;
+  std::vector<int32_t> held = to.blocks;
+  std::erase(held, kNoBlock);  // released behind the window: the child does not need them either
+  pool_.Touch(held);
+  stats_.blocks_shared += static_cast<int64_t>(held.size());
   if (partial) {
     int32_t fresh = pool_.Allocate(1)[0];
     to.blocks.push_back(fresh);
@@ -152,8 +179,14 @@ void KVCacheManager::CheckIntegrity() const {
   for (const auto& [id, req] : requests_) {
     const std::string where = "request " + std::to_string(id);
     PARALLM_CHECK_MSG(req.hashes.size() <= req.blocks.size(), where.c_str());
+    bool released_prefix = true;
     for (size_t i = 0; i < req.blocks.size(); ++i) {
       int32_t b = req.blocks[i];
+      if (b == kNoBlock) {
+        PARALLM_CHECK_MSG(released_prefix && sliding_window_ > 0, (where + ": a released block after a held one").c_str());
+        continue;
+      }
+      released_prefix = false;
       PARALLM_CHECK_MSG(b >= 0 && b < pool_.num_blocks(), where.c_str());
       PARALLM_CHECK_MSG(++refs[static_cast<size_t>(b)] <= pool_.block(b).ref_count, where.c_str());
       // A block cached under a hash holds the same content for every request that references it.
@@ -163,6 +196,7 @@ void KVCacheManager::CheckIntegrity() const {
     }
     // A request holds a block at most once (its blocks are distinct).
     std::vector<int32_t> sorted = req.blocks;
+    std::erase(sorted, kNoBlock);
     std::sort(sorted.begin(), sorted.end());
     PARALLM_CHECK_MSG(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), where.c_str());
   }

@@ -23,7 +23,12 @@ struct KVCacheStats {
   int64_t hit_tokens = 0;          // tokens found cached (prefill they skip)
   int64_t blocks_allocated = 0;    // fresh blocks handed out
   int64_t blocks_shared = 0;       // cached blocks reused by another request
+  int64_t blocks_slid_out = 0;     // blocks released early, wholly behind a sliding window
 };
+
+// A block table entry whose block was released because it lies wholly behind the sliding window: attention
+// never reads it again.
+inline constexpr int32_t kNoBlock = -1;
 
 struct ComputedBlocks {
   std::vector<int32_t> block_ids;  // cached full blocks of the prompt prefix, in order
@@ -32,7 +37,9 @@ struct ComputedBlocks {
 
 class KVCacheManager {
  public:
-  KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching);
+  // `sliding_window` > 0 (a model whose every layer is windowed): a request's blocks that lie wholly before the
+  // window of its next token are released as it advances, and its table keeps kNoBlock in their place.
+  KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching, int32_t sliding_window = 0);
 
   // The longest cached prefix of `tokens` in whole blocks. At least one token is always left to compute
   // (the last prompt token must run to produce logits), so a fully cached prompt reuses all blocks but the
@@ -41,7 +48,7 @@ class KVCacheManager {
 
   // Makes room for `num_new_tokens` more tokens of request `id` (whose first `num_computed_tokens` are in its
   // blocks already, or in `new_computed` blocks from GetComputedBlocks on its first call). Returns false, and
-  // changes nothing, when the pool has too few free blocks.
+  // changes nothing (but for releasing blocks behind a sliding window), when the pool has too few free blocks.
   bool AllocateSlots(RequestId id, int32_t num_computed_tokens, int32_t num_new_tokens,
                      const ComputedBlocks& new_computed = {});
 
@@ -51,7 +58,8 @@ class KVCacheManager {
   // Releases all of a request's blocks (finish, cancel, preemption). Unknown ids are ignored.
   void Free(RequestId id);
 
-  // The request's block table (valid until its next AllocateSlots or Free).
+  // The request's block table (valid until its next AllocateSlots or Free); entries behind a sliding window are
+  // kNoBlock.
   std::span<const int32_t> BlockTable(RequestId id) const;
   // Gives `child` references to the same blocks as `parent`'s first `num_tokens` tokens (n > 1 forks share the
   // prompt); the partly filled last block is copied into a new block for the child, returned as
@@ -64,8 +72,8 @@ class KVCacheManager {
   const KVCacheStats& stats() const { return stats_; }
   const BlockPool& pool() const { return pool_; }
 
-  // Pool invariants plus: every request's blocks are referenced, and ref counts equal the number of
-  // requests holding each block.
+  // Pool invariants plus: every request's blocks are referenced, ref counts equal the number of requests holding
+  // each block, and released entries (kNoBlock) form a prefix of a table.
   void CheckIntegrity() const;
 
  private:
@@ -73,7 +81,12 @@ class KVCacheManager {
     std::vector<int32_t> blocks;
     std::vector<BlockHash> hashes;  // of its first hashes.size() full blocks, chained
   };
+  // Releases the blocks of `req` wholly before position num_computed_tokens - sliding_window + 1 (the first
+  // position the next token attends to).
+  void ReleaseBehindWindow(RequestBlocks& req, int32_t num_computed_tokens);
+
   BlockPool pool_;
+  int32_t sliding_window_ = 0;
   std::unordered_map<RequestId, RequestBlocks> requests_;
   KVCacheStats stats_;
 };

@@ -21,7 +21,8 @@ Engine::Engine(Model& model, const EngineConfig& config)
       config_(Resolve(model, config)),
       pool_(config_.threads),
       kv_storage_(model.KvShape(config_.num_kv_blocks, config_.block_size)),
-      kv_manager_(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching),
+      kv_manager_(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching,
+                  model.config().UniformSlidingWindow()),
       scheduler_(config_.scheduler, &kv_manager_),
       runner_(model, kv_storage_, kv_manager_, &pool_) {
   eos_tokens_ = model.loaded().eos_ids;
@@ -36,8 +37,12 @@ Status Engine::Validate(std::span<const int32_t> prompt, const SamplingParams& p
   const int32_t max_len = config_.scheduler.max_model_len;
   if (static_cast<int32_t>(prompt.size()) >= max_len)
     return Err("the prompt has {} tokens; this model's context is {} (prompt + output)", prompt.size(), max_len);
-  // A request must fit in the cache on its own, or it could never run.
-  const int64_t needed = (static_cast<int64_t>(prompt.size()) + params.max_tokens + config_.block_size - 1) / config_.block_size;
+  // A request must fit in the cache on its own, or it could never run. Behind a sliding window on every layer it
+  // holds at most the window plus one step's tokens (blocks behind the window are released as it advances).
+  const int64_t bs = config_.block_size;
+  int64_t needed = (static_cast<int64_t>(prompt.size()) + params.max_tokens + bs - 1) / bs;
+  if (const int64_t window = model_.config().UniformSlidingWindow(); window > 0)
+    needed = std::min(needed, (window + config_.scheduler.max_num_batched_tokens + bs - 1) / bs + 1);
   if (std::min<int64_t>(needed, (max_len + config_.block_size - 1) / config_.block_size) > config_.num_kv_blocks)
     return Err("the request needs up to {} KV blocks but the cache has {}; raise --kv-cache-gb or lower max_tokens",
                needed, config_.num_kv_blocks);

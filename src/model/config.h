@@ -82,6 +82,12 @@ struct ModelConfig {
   bool LayerIsSliding(int layer) const {
     return sliding_window > 0 && (sliding_pattern <= 1 || (layer + 1) % sliding_pattern != 0);
   }
+  // The window when every layer is windowed (then KV blocks behind it can be released), else 0.
+  int UniformSlidingWindow() const {
+    for (int l = 0; l < n_layers; ++l)
+      if (!LayerIsSliding(l)) return 0;
+    return sliding_window;
+  }
   // Gemma multiplies the embedding rows by sqrt(hidden) (in the activations' type: f32 here).
   float EmbedScale() const { return scale_embeddings ? std::sqrt(static_cast<float>(hidden)) : 1.0f; }
   // The softmax scale of attention scores.

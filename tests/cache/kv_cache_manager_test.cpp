@@ -1,5 +1,5 @@
 // Tests of KVCacheManager on small pools: prefix hits with exact block ids and stats, shared system prompts,
-// all-or-nothing allocation, forks and frees.
+// all-or-nothing allocation, forks and frees, blocks released behind a sliding window.
 #include "cache/kv_cache_manager.h"
 
 #include <gtest/gtest.h>
@@ -183,6 +183,44 @@ TEST(KVCacheManager, GrowsBlockByBlock) {
   m.CacheFullBlocks(1, tokens, 13);
   EXPECT_EQ(m.pool().num_cached_blocks(), 3);
   m.CheckIntegrity();
+}
+
+// Window 6, blocks of 4: the token at position p reads positions p-5..p, so a block is released once the next
+// position to compute is 6 past its last slot. The table keeps kNoBlock in its place; the released blocks stay
+// cached (and reusable by a request with the same prefix) in the free queue, and a fork shares only held blocks.
+TEST(KVCacheManager, ReleasesBlocksBehindTheSlidingWindow) {
+  KVCacheManager m(8, kBlockSize, true, /*sliding_window=*/6);
+  const std::vector<int32_t> tokens = Range(1, 20);
+  ASSERT_TRUE(m.AllocateSlots(1, 0, 8));  // positions 0-7: blocks 0, 1
+  m.CacheFullBlocks(1, tokens, 8);
+  EXPECT_EQ(Table(m, 1), (Ids{0, 1}));
+  ASSERT_TRUE(m.AllocateSlots(1, 8, 1));  // the next token (8) reads 3-8: block 0 (0-3) is still needed
+  EXPECT_EQ(Table(m, 1), (Ids{0, 1, 2}));
+  m.CacheFullBlocks(1, tokens, 9);
+  ASSERT_TRUE(m.AllocateSlots(1, 9, 1));  // position 9 reads 4-9: block 0 goes
+  EXPECT_EQ(Table(m, 1), (Ids{kNoBlock, 1, 2}));
+  EXPECT_EQ(m.stats().blocks_slid_out, 1);
+  EXPECT_EQ(m.pool().num_cached_blocks(), 2);  // block 0 still cached, in the free queue
+  m.CheckIntegrity();
+  ASSERT_TRUE(m.AllocateSlots(1, 10, 4));  // a chunk 10-13 reads from 5: block 1 (4-7) stays
+  EXPECT_EQ(Table(m, 1), (Ids{kNoBlock, 1, 2, 3}));
+  m.CacheFullBlocks(1, tokens, 14);
+  ASSERT_TRUE(m.AllocateSlots(1, 14, 1));  // position 14 reads 9-14: block 1 goes
+  EXPECT_EQ(Table(m, 1), (Ids{kNoBlock, kNoBlock, 2, 3}));
+  m.CheckIntegrity();
+  // A fork shares the held blocks only.
+  std::vector<std::pair<int32_t, int32_t>> copies;
+  ASSERT_TRUE(m.Fork(1, 2, 14, &copies));
+  EXPECT_EQ(Table(m, 2), (Ids{kNoBlock, kNoBlock, 2, 4}));  // 4: the free queue's head (0, 1 went to its tail)
+  EXPECT_EQ(copies, (std::vector<std::pair<int32_t, int32_t>>{{3, 4}}));
+  m.CheckIntegrity();
+  // A new request with the same 8-token prefix still finds blocks 0 and 1 cached.
+  ComputedBlocks cb = m.GetComputedBlocks(Range(1, 9));
+  EXPECT_EQ(cb.block_ids, (Ids{0, 1}));
+  m.Free(1);
+  m.Free(2);
+  m.CheckIntegrity();
+  EXPECT_EQ(m.num_free_blocks(), 8);
 }
 
 TEST(KVCacheManager, FailedAllocationChangesNothing) {

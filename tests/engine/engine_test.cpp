@@ -99,6 +99,30 @@ INSTANTIATE_TEST_SUITE_P(
                                      }()}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// A model windowed on every layer (Mistral-style, window 12) releases blocks behind the window: requests far longer
+// than the whole cache (10 blocks of 16 = 160 slots) run, chunked and batched, and give exactly the tokens they give
+// with a cache large enough to keep everything.
+TEST(Engine, SlidingWindowReleasesBlocksAndKeepsOutputs) {
+  testing::TinyModelOptions o;
+  o.arch = Arch::kMistral;
+  o.gguf_type = DType::kQ8_0;
+  o.sliding_window = 12;
+  auto prompts = RandomPrompts(6, 20, 90, 512, 9);
+  std::vector<SamplingParams> params(1);
+  params[0].max_tokens = 150;
+  params[0].ignore_eos = true;
+  LLM roomy(testing::TinyModel(o, "window-roomy"), SmallConfig(/*blocks=*/256));
+  auto expected = roomy.Generate(prompts, params);
+  ASSERT_TRUE(expected.ok());
+  LLM tight(testing::TinyModel(o, "window-tight"), SmallConfig(/*blocks=*/10, 64, /*max_tokens=*/16));
+  auto got = tight.Generate(prompts, params);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(Ids(*got), Ids(*expected));
+  EXPECT_GT(tight.engine().kv_manager().stats().blocks_slid_out, 50);
+  tight.engine().CheckIntegrity();
+  EXPECT_EQ(tight.engine().kv_manager().num_free_blocks(), 10);
+}
+
 // Instruct models end turns with tokens other than the vocabulary's EOS (Gemma's <end_of_turn>, Phi-3's <|end|>):
 // every id of generation_config.json's eos_token_id list ends a request, with finish_reason stop.
 TEST(Engine, GenerationConfigEosListEndsRequests) {

@@ -10,7 +10,8 @@
 (d) block formats: hand-built blocks with known values for F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K and
     MLX 2..8-bit; the vectorized dequantizers against scalar loop twins on random bytes; a
     hand-built GGUF with every metadata type;
-(e) the comparison metric of check_models.py accepts parallm-like numerics and rejects defects.
+(e) the comparison metric of check_models.py accepts parallm-like numerics and rejects defects;
+(f) the Gemma / Phi-3 families (selfcheck_families.py).
 Fixtures come from $PARALLM_FIXTURES (default: the repository's ../shared).
 """
 import math
@@ -30,6 +31,7 @@ import forward  # noqa: E402
 import gguf_np  # noqa: E402
 import quantize_np  # noqa: E402
 import safetensors_np  # noqa: E402
+import selfcheck_families  # noqa: E402
 
 FIXTURES = os.environ.get("PARALLM_FIXTURES") or os.path.normpath(
     os.path.join(HERE, "..", "..", "..", "shared"))
@@ -361,7 +363,11 @@ def check_metric():
 
 def main():
     print(f"fixtures: {FIXTURES}")
-    for step in (check_stories, check_tiny_random, check_rope_pairing, check_blocks, check_metric):
+    def check_families():
+        selfcheck_families.run(check)
+
+    for step in (check_stories, check_tiny_random, check_rope_pairing, check_blocks, check_metric,
+                 check_families):
         try:
             step()
         except Exception as e:  # noqa: BLE001 - report and keep going

@@ -342,6 +342,9 @@ BUGS = {
     "bf16-activations": "round every matmul input to bf16",
     "no-qk-norm": "skip qwen3's per-head q/k RMSNorm",
     "mlx-no-bias": "dequantize MLX weights without their biases",
+    "no-window": "ignore sliding windows",
+    "no-softcap": "ignore attention and final soft-capping",
+    "short-rope": "always use LongRoPE's short factors",
 }
 
 
@@ -351,6 +354,13 @@ def inject_bug(model, bug, path):
         c.rope_style = forward.NEOX
     elif bug == "no-rope-scaling":
         c.inv_freq = None
+    elif bug == "no-window":
+        for L in model.layers:
+            L.window = 0
+    elif bug == "no-softcap":
+        c.attn_softcap = c.final_softcap = 0.0
+    elif bug == "short-rope":
+        c.inv_freq_long = None
     elif bug in ("no-qkv-bias", "no-qk-norm"):
         for L in model.layers:
             if bug == "no-qkv-bias":

@@ -51,18 +51,14 @@ def longrope_inv_freq(factors, n_rot, base, where):
     return fw.default_inv_freq(n_rot, base) / factors
 
 
-def gemma_activation(config, arch, where):
-    """Gemma's MLP activation. Gemma 1 configs from before "hidden_activation" existed say
-    hidden_act "gelu" but were trained with the tanh GELU: HF's GemmaMLP (until Dec 2024) and
-    llama.cpp use gelu_pytorch_tanh then, and so does the reference."""
-    name = config.get("hidden_activation")
-    field = "hidden_activation"
-    if name is None and arch != "gemma":
-        name, field = config.get("hidden_act", "gelu_pytorch_tanh"), "hidden_act"
-    if name is None:
-        return "gelu_tanh"
-    if name not in ("gelu_pytorch_tanh", "gelu_tanh"):
-        raise ValueError(f"{where}: {field} {name!r} not supported by the reference (gelu_pytorch_tanh)")
+def gemma_activation(config, where):
+    """Gemma's MLP activation: config.hidden_activation, whose class default is gelu_pytorch_tanh.
+    Gemma 1 configs from before that field existed say hidden_act "gelu" but were trained with the
+    tanh GELU: HF's GemmaMLP (until Dec 2024) and llama.cpp use the tanh GELU then, and so does the
+    reference (hidden_act is not read)."""
+    name = config.get("hidden_activation") or "gelu_pytorch_tanh"
+    if name != "gelu_pytorch_tanh":
+        raise ValueError(f"{where}: hidden_activation {name!r} not supported by the reference (gelu_pytorch_tanh)")
     return "gelu_tanh"
 
 
@@ -89,7 +85,8 @@ def load_hf(folder, config, w):
     cfg = fw.Config(arch=arch, n_embd=n_embd, n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv,
                     head_dim=head_dim, n_ff=int(config["intermediate_size"]),
                     vocab=w["model.embed_tokens.weight"].shape[0],
-                    eps=float(config.get("rms_norm_eps", 1e-6)),
+                    # the config classes' defaults where config.json omits a field
+                    eps=float(config.get("rms_norm_eps", 1e-5 if arch == "phi3" else 1e-6)),
                     rope_base=float(config.get("rope_theta", 10000.0)), rope_style=fw.NEOX)
     windows = [0] * n_layers
     layer_inv = [None] * n_layers
@@ -99,12 +96,13 @@ def load_hf(folder, config, w):
             raise ValueError(f"{folder}: hidden_act {act!r} not supported by the reference (silu)")
         _hf_phi3_rope(folder, config, cfg)
     else:
-        cfg.act = gemma_activation(config, arch, folder)
+        cfg.act = gemma_activation(config, folder)
         cfg.embed_scale = math.sqrt(n_embd)
-        if arch != "gemma":
-            cfg.attn_scale = float(config.get("query_pre_attn_scalar") or head_dim) ** -0.5
-            cfg.final_softcap = float(config.get("final_logit_softcapping") or 0.0)
-            attn_cap = float(config.get("attn_logit_softcapping") or 0.0)
+        if arch != "gemma":   # Gemma2Config's defaults: caps 50 / 30; Gemma3TextConfig's: none
+            caps = (50.0, 30.0) if arch == "gemma2" else (None, None)
+            cfg.attn_scale = float(config.get("query_pre_attn_scalar", 256)) ** -0.5
+            cfg.final_softcap = float(config.get("final_logit_softcapping", caps[1]) or 0.0)
+            attn_cap = float(config.get("attn_logit_softcapping", caps[0]) or 0.0)
             if arch == "gemma2":
                 cfg.attn_softcap = attn_cap
             elif attn_cap:
@@ -112,8 +110,8 @@ def load_hf(folder, config, w):
                                  "supported by the reference (HF's Gemma 3 does not apply it)")
         if arch == "gemma3":
             layer_inv = _hf_gemma3_rope(folder, config, cfg, n_layers)
-    if arch != "gemma":
-        W = int(config.get("sliding_window") or 0)
+    if arch != "gemma":   # Gemma 2/3 configs default to 4096, Phi-3's to none; null = none
+        W = int(config.get("sliding_window", None if arch == "phi3" else 4096) or 0)
         pattern = int(config.get("sliding_window_pattern") or GEMMA3_PATTERN)
         for i, s in enumerate(sliding_layers(arch, n_layers, pattern, config.get("layer_types"))):
             windows[i] = W if s else 0
@@ -173,13 +171,14 @@ def _hf_phi3_rope(folder, config, cfg):
     if kind not in ("longrope", "su"):
         raise ValueError(f"{folder}: rope_scaling type {kind!r} not supported by the reference for phi3 "
                          "(longrope, su)")
-    max_pos = float(config["max_position_embeddings"])
-    orig = config.get("original_max_position_embeddings") or rs.get("original_max_position_embeddings")
-    if orig is not None:
-        mscale = longrope_mscale(max_pos, float(orig))
-    else:   # modeling_rope_utils: no original length -> factor from rope_scaling, original = max
-        orig, factor = max_pos, float(rs.get("factor") or 1.0)
-        mscale = 1.0 if factor <= 1.0 else math.sqrt(1.0 + math.log(factor) / math.log(orig))
+    # Phi3Config's defaults: both lengths 4096. modeling_rope_utils: factor = rope_scaling.factor,
+    # else max / original; attention factor = rope_scaling.attention_factor, else
+    # sqrt(1 + ln(factor) / ln(original)) (1 when factor <= 1).
+    max_pos = float(config.get("max_position_embeddings", 4096))
+    orig = float(config.get("original_max_position_embeddings")
+                 or rs.get("original_max_position_embeddings") or 4096)
+    factor = float(rs.get("factor") or max_pos / orig)
+    mscale = longrope_mscale(factor * orig, orig)
     if rs.get("attention_factor") is not None:
         mscale = float(rs["attention_factor"])
     cfg.inv_freq = longrope_inv_freq(rs["short_factor"], cfg.n_rot, cfg.rope_base, f"{folder}: short_factor")

@@ -359,6 +359,13 @@ def check_metric():
     check(not cm.compare(ref_f, bf16, cm.FLOAT_TOL).ok and not cm.compare(ref_q, no_bias, cm.QUANT_TOL).ok
           and not cm.compare(ref_f, ref_q, cm.FLOAT_TOL).ok,
           "(e) bf16 activations, a dropped bias and Q8_0-vs-F32 weights all fail")
+    # Argmax ties: saturated (soft-capped) logits tie at the cap; picking either tied one agrees,
+    # picking one below the tie band does not.
+    ref = np.array([[3.0, 1.0, 3.0 - 1e-9, -2.0], [0.5, 2.0, 1.9, 0.0]])
+    tied = ref + np.array([[0, 0, 1e-8, 0], [0, 0, 0, 0]])          # row 0 picks index 2 (a tie)
+    wrong = np.array([[3.0, 1.0, 3.0, -2.0], [0.5, 1.9, 2.0, 0.0]])  # row 1 picks index 2 (0.1 lower)
+    check(cm.compare(ref, tied, cm.FLOAT_TOL).agree == 2 and cm.compare(ref, wrong, cm.QUANT_TOL).agree == 1,
+          "(e) argmax: a tie at the top agrees, a 0.1-lower pick does not")
 
 
 def main():

@@ -46,12 +46,16 @@ llama3 case, every trap first proves it CAN fail: the reference with the feature
 misapplied (no window, the window on every layer, one RoPE base for all gemma3 layers, no cap, the
 other LongRoPE factors, no attention factor, full rotary; on the plain cases: Gemma's norms as w
 instead of 1 + w, no embedding scale, no post-norms) must move the logits by > 10x the float bound.
+ERRORS: an HF folder whose config.json names what neither side can honour (an unknown activation,
+an unknown rope scaling type) must make `parallm logits` fail with a message naming the field, and
+the reference raise one too.
 QUANT_TOL holds for these families too: fake_parallm.py's int8 rounding (4 archs x Q8_0 / Q4_K /
 MLX 4-bit x 5 seeds, gemma3 with 6 layers) reaches at most 0.57 of the max and 0.60 of the rms bound,
 argmax >= 10/12.
 """
 import argparse
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -184,10 +188,11 @@ class Runner:
         self.run("logits", "-m", model_path, "--prompt-ids", ",".join(map(str, PROMPT_IDS)), "-o", npy)
         return np.load(npy)
 
-    def report(self, arch, what, cmp=None, error=None, note=""):
-        ok = cmp is not None and cmp.ok and error is None
+    def report(self, arch, what, cmp=None, error=None, note="", passed=None):
+        """One line per case: a Comparison, an error (FAIL), or passed=<text> (PASS)."""
+        ok = (cmp is not None and cmp.ok or passed is not None) and error is None
         self.failures += 0 if ok else 1
-        detail = error if error is not None else cmp.describe()
+        detail = error if error is not None else passed if passed is not None else cmp.describe()
         print(f"{arch:8s} {what:30s} {detail} {note}{'PASS' if ok else 'FAIL'}", flush=True)
 
 
@@ -333,6 +338,52 @@ def check_traps(r, wanted):
         check_same_weights(r, arch, results, "+" + tag)
 
 
+# (arch, config.json change, the field the error must name): fields neither side can honour.
+FIELD_ERRORS = [
+    ("gemma", {"hidden_activation": "relu"}, "hidden_activation"),
+    ("gemma2", {"hidden_activation": "gelu"}, "hidden_activation"),
+    ("phi3", {"hidden_act": "gelu"}, "hidden_act"),
+    ("phi3", {"rope_scaling": {"type": "no-such-scaling", "factor": 4.0}}, "rope_scaling"),
+    ("gemma3", {"rope_scaling": {"rope_type": "no-such-scaling", "factor": 2.0}}, "rope_scaling"),
+]
+
+
+def check_field_errors(r, wanted):
+    """A config.json field that cannot be honoured must stop the load with an error naming it, in
+    parallm and in the reference alike (never a silently different model)."""
+    for i, (arch, change, field) in enumerate(FIELD_ERRORS):
+        label = f"{arch}-errors"
+        if not wanted(label):
+            continue
+        what = f"errors {field}={json.dumps(list(change.values())[0])[:24]}"
+        try:
+            path = r.make(arch, BY_NAME["hf-f32"], f"+err{i}", ARCH_FLAGS.get(arch, ()))
+            with open(os.path.join(path, "config.json")) as f:
+                config = json.load(f)
+            config.update(change)
+            with open(os.path.join(path, "config.json"), "w") as f:
+                json.dump(config, f, indent=1)
+            proc = subprocess.run(r.cmd + ["logits", "-m", path, "--prompt-ids", "1,2,3", "-o",
+                                           path + ".npy"], capture_output=True, text=True, timeout=300)
+            try:
+                forward.load_model(path)
+                ref_msg = ""
+            except ValueError as e:
+                ref_msg = str(e)
+        except Exception as e:  # noqa: BLE001
+            r.report(arch, what, error=f"error: {e}")
+            continue
+        msg = (proc.stderr + proc.stdout).strip().splitlines()
+        msg = msg[-1] if msg else ""
+        problems = []
+        if proc.returncode == 0 or field not in msg:
+            problems.append(f"parallm exit {proc.returncode}, message {msg[-120:]!r}")
+        if field not in ref_msg:
+            problems.append(f"reference: {ref_msg[-120:]!r}")
+        r.report(arch, what, error=("error: " + "; ".join(problems)) if problems else None,
+                 passed=f"both refuse; parallm: {msg[-100:]!r} ")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--parallm", required=True, help="parallm binary (or fake_parallm.py)")
@@ -340,7 +391,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--only", default="",
                     help="comma-separated substrings of case labels ARCH-STORAGE, ARCH-same, llama-rope, "
-                         "ARCH-TRAP (gemma2-window5, gemma2-softcap, phi3-longrope8, ...)")
+                         "ARCH-TRAP (gemma2-window5, gemma2-softcap, phi3-longrope8, ...), ARCH-errors")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     parallm = os.path.abspath(args.parallm)
@@ -370,6 +421,7 @@ def main(argv=None):
     if wanted("llama-rope"):
         check_rope_scaling(r, [BY_NAME[n] for n in ("gguf-f32", "hf-f32", "gguf-q8_0", "mlx-8bit")])
     check_traps(r, wanted)
+    check_field_errors(r, wanted)
     print(f"{'FAILED' if r.failures else 'OK'}: {r.failures} failing case(s), "
           f"{time.time() - start:.1f}s", flush=True)
     return 1 if r.failures else 0

@@ -41,7 +41,8 @@ GEMMA / PHI-3 (gemma, gemma2, gemma3 with 6 layers so that layer 5 is global, ph
 each, then TRAP cases, each with the make-model flags of one feature on the float storages:
 --sliding-window 5 (gemma2, gemma3, phi3, mistral; the 12-token prompt is longer than the window),
 gemma2 --attn-softcap 2 --final-softcap 3, phi3 --rope-scaling longrope with --original-context 8
-(the prompt uses the long factors) and 64 (the short ones), phi3 --partial-rotary 0.75. Like the
+(the prompt uses the long factors) and 64 (the short ones), phi3 --partial-rotary 0.75, and gemma3
+with linear rope_scaling (factor 8, written into the HF config.json). Like the
 llama3 case, every trap first proves it CAN fail: the reference with the feature dropped or
 misapplied (no window, the window on every layer, one RoPE base for all gemma3 layers, no cap, the
 other LongRoPE factors, no attention factor, full rotary; on the plain cases: Gemma's norms as w
@@ -338,6 +339,36 @@ def check_traps(r, wanted):
         check_same_weights(r, arch, results, "+" + tag)
 
 
+def check_gemma3_linear(r, wanted):
+    """Gemma 3's linear RoPE scaling (the 4B..27B configs: factor 8) divides the global layers'
+    frequencies only. make-model has no flag for it: the HF folder's config.json is edited."""
+    arch, tag = "gemma3", "linear8"
+    if not wanted(f"{arch}-{tag}"):
+        return
+    s = BY_NAME["hf-f32"]
+    try:
+        path = r.make(arch, s, "+" + tag, ARCH_FLAGS[arch] + ("--sliding-window", "5"))
+        with open(os.path.join(path, "config.json")) as f:
+            config = json.load(f)
+        config["rope_scaling"] = {"rope_type": "linear", "factor": 8.0}
+        with open(os.path.join(path, "config.json"), "w") as f:
+            json.dump(config, f, indent=1)
+        got = r.logits(path)
+        ref = forward.forward(forward.load_model(path), PROMPT_IDS)
+    except Exception as e:  # noqa: BLE001
+        r.report(arch, f"{s.name}+{tag}", error=f"error: {e}")
+        return
+    r.report(arch, f"{s.name}+{tag}", compare(ref, got, s.tol))
+
+    def on_every_layer(model):
+        for L in model.layers:
+            L.inv_freq = L.inv_freq / 8.0 if L.inv_freq is not None else None
+
+    check_sensitivity(r, arch, tag, path, ref, [
+        ("unscaled", lambda m: setattr(m.config, "inv_freq", m.config.inv_freq * 8.0)),
+        ("scaled on every layer", on_every_layer)])
+
+
 # (arch, config.json change, the field the error must name): fields neither side can honour.
 FIELD_ERRORS = [
     ("gemma", {"hidden_activation": "relu"}, "hidden_activation"),
@@ -421,6 +452,7 @@ def main(argv=None):
     if wanted("llama-rope"):
         check_rope_scaling(r, [BY_NAME[n] for n in ("gguf-f32", "hf-f32", "gguf-q8_0", "mlx-8bit")])
     check_traps(r, wanted)
+    check_gemma3_linear(r, wanted)
     check_field_errors(r, wanted)
     print(f"{'FAILED' if r.failures else 'OK'}: {r.failures} failing case(s), "
           f"{time.time() - start:.1f}s", flush=True)

@@ -37,9 +37,26 @@ logits from parallm to 1e-5 of the scale (only summation order and the RoPE pair
 from the reference to 1e-6 (float64; the GGUF stores rope_freqs and eps as f32). The
 --rope-scaling llama3 cases also check that the scaling moves the reference's logits by > 10x
 the float bound, so that a parallm ignoring it would fail.
+GEMMA / PHI-3 (gemma, gemma2, gemma3 with 6 layers so that layer 5 is global, phi3): a few storages
+each, then TRAP cases, each with the make-model flags of one feature on the float storages:
+--sliding-window 5 (gemma2, gemma3, phi3, mistral; the 12-token prompt is longer than the window),
+gemma2 --attn-softcap 2 --final-softcap 3, phi3 --rope-scaling longrope with --original-context 8
+(the prompt uses the long factors) and 64 (the short ones), phi3 --partial-rotary 0.75, and gemma3
+with linear rope_scaling (factor 8, written into the HF config.json). Like the
+llama3 case, every trap first proves it CAN fail: the reference with the feature dropped or
+misapplied (no window, the window on every layer, one RoPE base for all gemma3 layers, no cap, the
+other LongRoPE factors, no attention factor, full rotary; on the plain cases: Gemma's norms as w
+instead of 1 + w, no embedding scale, no post-norms) must move the logits by > 10x the float bound.
+ERRORS: an HF folder whose config.json names what neither side can honour (an unknown activation,
+an unknown rope scaling type) must make `parallm logits` fail with a message naming the field, and
+the reference raise one too.
+QUANT_TOL holds for these families too: fake_parallm.py's int8 rounding (4 archs x Q8_0 / Q4_K /
+MLX 4-bit x 5 seeds, gemma3 with 6 layers) reaches at most 0.57 of the max and 0.60 of the rms bound,
+argmax >= 10/12.
 """
 import argparse
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -53,6 +70,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import forward  # noqa: E402
 
 ARCHS = ["llama", "mistral", "qwen2", "qwen3"]
+FAMILY_ARCHS = ["gemma", "gemma2", "gemma3", "phi3"]
+ARCH_FLAGS = {"gemma3": ("--layers", "6")}   # layers 0..4 sliding, layer 5 global
 PROMPT_IDS = [1, 17, 42, 99, 256, 3, 500, 77, 128, 311, 64, 9]
 
 
@@ -98,6 +117,9 @@ STORAGES = ([_gguf(t, FLOAT_TOL) for t in ("f32", "f16", "bf16")]
             + [Storage("mlx-4bit-mixed8", "mlx", ("--bits", "4", "--group-size", "64", "--high-bits", "8"), QUANT_TOL),
                Storage("hf-sharded-f32", "hf", ("--dtype", "f32", "--shard-mb", "1"), FLOAT_TOL)])
 BY_NAME = {s.name: s for s in STORAGES}
+FAMILY_STORAGES = [BY_NAME[n] for n in ("gguf-f32", "hf-f32", "gguf-q8_0", "mlx-4bit", "hf-bf16")]
+TRAP_STORAGES = [BY_NAME[n] for n in ("gguf-f32", "hf-f32")]
+SENSITIVITY_TOL = Tolerance(rel=10 * FLOAT_TOL.rel, rms_rel=1.0, min_argmax_agree=0.0)
 
 
 @dataclasses.dataclass
@@ -106,7 +128,7 @@ class Comparison:
     bound: float
     rms: float
     rms_bound: float
-    agree: int        # positions where parallm's argmax equals the reference's
+    agree: int        # positions where parallm's argmax equals (or ties) the reference's
     n: int
     ok: bool
 
@@ -120,7 +142,10 @@ class Comparison:
 def compare(ref, got, tol):
     """THE metric, used by every case: with scale = max(1, std(ref)), max |got - ref| <=
     tol.rel * scale, rms(got - ref) <= tol.rms_rel * scale, and the argmax of got equals the
-    reference's at >= tol.min_argmax_agree of the positions."""
+    reference's at >= tol.min_argmax_agree of the positions. A position where got's argmax is a
+    reference TIE counts as agreeing: its reference logit is within min(tol.rel, FLOAT_TOL.rel) *
+    scale of the reference's max (a strong final soft-cap saturates many logits at the cap, and
+    which of them comes first is rounding)."""
     ref = np.asarray(ref, np.float64)
     got = np.asarray(got, np.float64)
     if ref.shape != got.shape or not np.all(np.isfinite(got)):
@@ -128,7 +153,9 @@ def compare(ref, got, tol):
     scale = max(1.0, float(np.std(ref)))
     diff = got - ref
     max_abs, rms = float(np.max(np.abs(diff))), float(np.sqrt(np.mean(diff * diff)))
-    agree = int(np.sum(np.argmax(ref, axis=1) == np.argmax(got, axis=1)))
+    picked = np.take_along_axis(ref, np.argmax(got, axis=1)[:, None], axis=1)[:, 0]
+    tie = min(tol.rel, FLOAT_TOL.rel) * scale
+    agree = int(np.sum(picked >= ref.max(axis=1) - tie))
     ok = (max_abs <= tol.rel * scale and rms <= tol.rms_rel * scale
           and agree >= np.ceil(tol.min_argmax_agree * len(ref) - 1e-9))
     return Comparison(max_abs, tol.rel * scale, rms, tol.rms_rel * scale, agree, len(ref), ok)
@@ -162,10 +189,11 @@ class Runner:
         self.run("logits", "-m", model_path, "--prompt-ids", ",".join(map(str, PROMPT_IDS)), "-o", npy)
         return np.load(npy)
 
-    def report(self, arch, what, cmp=None, error=None, note=""):
-        ok = cmp is not None and cmp.ok and error is None
+    def report(self, arch, what, cmp=None, error=None, note="", passed=None):
+        """One line per case: a Comparison, an error (FAIL), or passed=<text> (PASS)."""
+        ok = (cmp is not None and cmp.ok or passed is not None) and error is None
         self.failures += 0 if ok else 1
-        detail = error if error is not None else cmp.describe()
+        detail = error if error is not None else passed if passed is not None else cmp.describe()
         print(f"{arch:8s} {what:30s} {detail} {note}{'PASS' if ok else 'FAIL'}", flush=True)
 
 
@@ -221,13 +249,180 @@ def check_rope_scaling(r, storages):
     check_same_weights(r, arch, results, tag)
 
 
+def check_sensitivity(r, arch, label, path, ref, mutations):
+    """Each mutation (name, fn(model)) drops or misapplies one feature of the model at `path`; the
+    reference's logits must then move beyond SENSITIVITY_TOL, or a parallm that made that mistake
+    would pass this case."""
+    for name, mutate in mutations:
+        model = forward.load_model(path)
+        try:
+            mutate(model)
+            moved = forward.forward(model, PROMPT_IDS)
+        except Exception as e:  # noqa: BLE001
+            r.report(arch, f"{label} vs {name}", error=f"error: {e}")
+            continue
+        cmp = compare(ref, moved, SENSITIVITY_TOL)
+        # here "ok" would mean the feature is invisible: the case is sound when it is NOT ok
+        r.report(arch, f"{label} vs {name}", dataclasses.replace(cmp, ok=not cmp.ok),
+                 note="(must move the logits beyond tol) ")
+
+
+def _set_layers(**fields):
+    def mutate(model):
+        for L in model.layers:
+            for k, v in fields.items():
+                setattr(L, k, v)
+    return mutate
+
+
+def _set_config(**fields):
+    def mutate(model):
+        for k, v in fields.items():
+            setattr(model.config, k, v)
+    return mutate
+
+
+def _norms_unshifted(model):
+    """Gemma's RMSNorm multiplies by 1 + w: use w instead (a plain-RMSNorm reading of HF weights)."""
+    for L in model.layers:
+        for k in ("attn_norm", "ffn_norm", "post_attn_norm", "post_ffn_norm", "q_norm", "k_norm"):
+            if getattr(L, k) is not None:
+                setattr(L, k, getattr(L, k) - 1.0)
+    model.out_norm = model.out_norm - 1.0
+
+
+def _short_for_long(model):
+    model.config.inv_freq = model.config.inv_freq_long
+
+
+PLAIN_MUTATIONS = {
+    "gemma": [("norms w not 1+w", _norms_unshifted), ("no embed scale", _set_config(embed_scale=1.0))],
+    "gemma2": [("no post-norms", _set_layers(post_attn_norm=None, post_ffn_norm=None)),
+               ("no soft-caps", _set_config(attn_softcap=0.0, final_softcap=0.0))],
+    "gemma3": [("no q/k norms", _set_layers(q_norm=None, k_norm=None)),
+               ("attn scale 1/sqrt(256)", _set_config(attn_scale=256 ** -0.5))],
+}
+NO_WINDOW = ("no window", _set_layers(window=0))
+LONGROPE_NONE = ("no scaling", _set_config(inv_freq=None, inv_freq_long=None, rope_mscale=1.0))
+NO_ATTN_FACTOR = ("no attention factor", _set_config(rope_mscale=1.0))
+# (arch, label tag, make-model flags, mutations that must show)
+TRAPS = [
+    ("gemma2", "window5", ("--sliding-window", "5"),
+     [NO_WINDOW, ("window on every layer", _set_layers(window=5))]),
+    ("gemma3", "window5", ARCH_FLAGS["gemma3"] + ("--sliding-window", "5"),
+     [NO_WINDOW, ("window on every layer", _set_layers(window=5)),
+      ("one rope base", _set_layers(inv_freq=None))]),
+    ("phi3", "window5", ("--sliding-window", "5"), [NO_WINDOW]),
+    ("mistral", "window5", ("--sliding-window", "5"), [NO_WINDOW]),
+    ("gemma2", "softcap", ("--attn-softcap", "2", "--final-softcap", "3"),
+     [("no attn softcap", _set_config(attn_softcap=0.0)), ("no final softcap", _set_config(final_softcap=0.0))]),
+    ("phi3", "longrope8", ("--rope-scaling", "longrope", "--original-context", "8"),
+     [("short factors", _set_config(inv_freq_long=None)), LONGROPE_NONE, NO_ATTN_FACTOR]),
+    ("phi3", "longrope64", ("--rope-scaling", "longrope", "--original-context", "64"),
+     [("long factors", _short_for_long), LONGROPE_NONE, NO_ATTN_FACTOR]),
+    ("phi3", "rotary75", ("--partial-rotary", "0.75"), [("full rotary", _set_config(n_rot=0, inv_freq=None))]),
+]
+
+
+def check_traps(r, wanted):
+    for arch, tag, flags, mutations in TRAPS:
+        if not wanted(f"{arch}-{tag}"):
+            continue
+        results = {}
+        for s in TRAP_STORAGES:
+            res = check_storage(r, arch, s, "+" + tag, flags)
+            if res is not None:
+                results[s.name] = res
+        if "hf-f32" in results:
+            path, _, ref = results["hf-f32"]
+            check_sensitivity(r, arch, tag, path, ref, mutations)
+        check_same_weights(r, arch, results, "+" + tag)
+
+
+def check_gemma3_linear(r, wanted):
+    """Gemma 3's linear RoPE scaling (the 4B..27B configs: factor 8) divides the global layers'
+    frequencies only. make-model has no flag for it: the HF folder's config.json is edited."""
+    arch, tag = "gemma3", "linear8"
+    if not wanted(f"{arch}-{tag}"):
+        return
+    s = BY_NAME["hf-f32"]
+    try:
+        path = r.make(arch, s, "+" + tag, ARCH_FLAGS[arch] + ("--sliding-window", "5"))
+        with open(os.path.join(path, "config.json")) as f:
+            config = json.load(f)
+        config["rope_scaling"] = {"rope_type": "linear", "factor": 8.0}
+        with open(os.path.join(path, "config.json"), "w") as f:
+            json.dump(config, f, indent=1)
+        got = r.logits(path)
+        ref = forward.forward(forward.load_model(path), PROMPT_IDS)
+    except Exception as e:  # noqa: BLE001
+        r.report(arch, f"{s.name}+{tag}", error=f"error: {e}")
+        return
+    r.report(arch, f"{s.name}+{tag}", compare(ref, got, s.tol))
+
+    def on_every_layer(model):
+        for L in model.layers:
+            L.inv_freq = L.inv_freq / 8.0 if L.inv_freq is not None else None
+
+    check_sensitivity(r, arch, tag, path, ref, [
+        ("unscaled", lambda m: setattr(m.config, "inv_freq", m.config.inv_freq * 8.0)),
+        ("scaled on every layer", on_every_layer)])
+
+
+# (arch, config.json change, the field the error must name): fields neither side can honour.
+FIELD_ERRORS = [
+    ("gemma", {"hidden_activation": "relu"}, "hidden_activation"),
+    ("gemma2", {"hidden_activation": "gelu"}, "hidden_activation"),
+    ("phi3", {"hidden_act": "gelu"}, "hidden_act"),
+    ("phi3", {"rope_scaling": {"type": "no-such-scaling", "factor": 4.0}}, "rope_scaling"),
+    ("gemma3", {"rope_scaling": {"rope_type": "no-such-scaling", "factor": 2.0}}, "rope_scaling"),
+]
+
+
+def check_field_errors(r, wanted):
+    """A config.json field that cannot be honoured must stop the load with an error naming it, in
+    parallm and in the reference alike (never a silently different model)."""
+    for i, (arch, change, field) in enumerate(FIELD_ERRORS):
+        label = f"{arch}-errors"
+        if not wanted(label):
+            continue
+        what = f"errors {field}={json.dumps(list(change.values())[0])[:24]}"
+        try:
+            path = r.make(arch, BY_NAME["hf-f32"], f"+err{i}", ARCH_FLAGS.get(arch, ()))
+            with open(os.path.join(path, "config.json")) as f:
+                config = json.load(f)
+            config.update(change)
+            with open(os.path.join(path, "config.json"), "w") as f:
+                json.dump(config, f, indent=1)
+            proc = subprocess.run(r.cmd + ["logits", "-m", path, "--prompt-ids", "1,2,3", "-o",
+                                           path + ".npy"], capture_output=True, text=True, timeout=300)
+            try:
+                forward.load_model(path)
+                ref_msg = ""
+            except ValueError as e:
+                ref_msg = str(e)
+        except Exception as e:  # noqa: BLE001
+            r.report(arch, what, error=f"error: {e}")
+            continue
+        msg = (proc.stderr + proc.stdout).strip().splitlines()
+        msg = msg[-1] if msg else ""
+        problems = []
+        if proc.returncode == 0 or field not in msg:
+            problems.append(f"parallm exit {proc.returncode}, message {msg[-120:]!r}")
+        if field not in ref_msg:
+            problems.append(f"reference: {ref_msg[-120:]!r}")
+        r.report(arch, what, error=("error: " + "; ".join(problems)) if problems else None,
+                 passed=f"both refuse; parallm: {msg[-100:]!r} ")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--parallm", required=True, help="parallm binary (or fake_parallm.py)")
     ap.add_argument("--workdir", required=True, help="scratch folder for models and logits")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--only", default="",
-                    help="comma-separated substrings of case labels ARCH-STORAGE, ARCH-same, llama-rope")
+                    help="comma-separated substrings of case labels ARCH-STORAGE, ARCH-same, llama-rope, "
+                         "ARCH-TRAP (gemma2-window5, gemma2-softcap, phi3-longrope8, ...), ARCH-errors")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     parallm = os.path.abspath(args.parallm)
@@ -242,17 +437,23 @@ def main(argv=None):
         return not only or any(o in label for o in only)
 
     start = time.time()
-    for arch in ARCHS:
+    for arch in ARCHS + FAMILY_ARCHS:
         results = {}
-        for s in STORAGES:
+        for s in (STORAGES if arch in ARCHS else FAMILY_STORAGES):
             if wanted(f"{arch}-{s.name}"):
-                res = check_storage(r, arch, s)
+                res = check_storage(r, arch, s, extra=ARCH_FLAGS.get(arch, ()))
                 if res is not None:
                     results[s.name] = res
         if wanted(f"{arch}-same"):
             check_same_weights(r, arch, results)
+        if arch in PLAIN_MUTATIONS and "hf-f32" in results:
+            path, _, ref = results["hf-f32"]
+            check_sensitivity(r, arch, "hf-f32", path, ref, PLAIN_MUTATIONS[arch])
     if wanted("llama-rope"):
         check_rope_scaling(r, [BY_NAME[n] for n in ("gguf-f32", "hf-f32", "gguf-q8_0", "mlx-8bit")])
+    check_traps(r, wanted)
+    check_gemma3_linear(r, wanted)
+    check_field_errors(r, wanted)
     print(f"{'FAILED' if r.failures else 'OK'}: {r.failures} failing case(s), "
           f"{time.time() - start:.1f}s", flush=True)
     return 1 if r.failures else 0

@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""Reference forward pass in float64 numpy for llama (Llama 1/2/3, Mistral), qwen2 and qwen3.
+"""Reference forward pass in float64 numpy for llama (Llama 1/2/3, Mistral), qwen2, qwen3, and (through
+families.py) gemma, gemma2, gemma3 and phi3.
 
-Independent of parallm: follows Hugging Face modeling_llama / modeling_qwen2 / modeling_qwen3
-(RMSNorm, RoPE, grouped-query attention, SwiGLU) and reads the files with this folder's own readers.
+Independent of parallm: follows Hugging Face modeling_llama / modeling_qwen2 / modeling_qwen3 /
+modeling_gemma* / modeling_phi3 (RMSNorm, RoPE, grouped-query attention, SwiGLU / GeGLU, sliding
+windows, soft-capping) and reads the files with this folder's own readers.
 Every model is first turned into one `Model` (weights as float64 [out, in] matrices, already
 dequantized); the forward pass knows nothing about the file it came from, except the RoPE pairing:
 GGUF "llama" weights have Q/K rows permuted by convert_hf_to_gguf, so RoPE rotates interleaved pairs
@@ -24,6 +26,7 @@ import numpy as np
 
 sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import families  # noqa: E402
 import gguf_np  # noqa: E402
 import safetensors_np  # noqa: E402
 
@@ -46,6 +49,16 @@ class Config:
     n_rot: int = 0            # rotated dims per head (0 = head_dim)
     # inverse frequencies per rotated pair [n_rot/2]; None = base ** (-2i / n_rot)
     inv_freq: np.ndarray = None
+    # LongRoPE (phi3): inv_freq_long replaces inv_freq when the forward's largest position + 1 exceeds
+    # rope_original_ctx; rope_mscale multiplies cos and sin (the attention factor).
+    inv_freq_long: np.ndarray = None
+    rope_original_ctx: int = 0
+    rope_mscale: float = 1.0
+    act: str = "silu"         # silu | gelu_tanh (the MLP's gate activation)
+    embed_scale: float = 1.0  # gemma: sqrt(n_embd)
+    attn_scale: float = None  # None = head_dim ** -0.5 (gemma2/3: query_pre_attn_scalar ** -0.5)
+    attn_softcap: float = 0.0   # scores = cap * tanh(scores / cap) before the mask (0 = none)
+    final_softcap: float = 0.0  # logits = cap * tanh(logits / cap) (0 = none)
 
 
 @dataclasses.dataclass
@@ -62,8 +75,12 @@ class Layer:
     bq: np.ndarray = None      # qwen2 q/k/v biases
     bk: np.ndarray = None
     bv: np.ndarray = None
-    q_norm: np.ndarray = None  # qwen3 per-head RMSNorm weights [head_dim]
+    q_norm: np.ndarray = None  # qwen3 / gemma3 per-head RMSNorm weights [head_dim]
     k_norm: np.ndarray = None
+    post_attn_norm: np.ndarray = None  # gemma2/3: norms of the attention and MLP outputs
+    post_ffn_norm: np.ndarray = None   # (before their residual adds)
+    window: int = 0            # sliding window W: query i sees keys i - W < j <= i (0 = all j <= i)
+    inv_freq: np.ndarray = None  # this layer's own RoPE frequencies (gemma3 local layers); None = config's
 
 
 @dataclasses.dataclass
@@ -86,6 +103,18 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
+def gelu_tanh(x):
+    """GELU, tanh approximation (PyTorch's gelu(approximate="tanh"), HF "gelu_pytorch_tanh")."""
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+ACTIVATIONS = {"silu": silu, "gelu_tanh": gelu_tanh}
+
+
+def softcap(x, cap):
+    return cap * np.tanh(x / cap) if cap else x
+
+
 def exact_linear(x, w, b=None):
     """y = x W^T (+ b). The hook `forward(linear=...)` replaces this to emulate other numerics."""
     y = x @ w.T
@@ -96,11 +125,12 @@ def default_inv_freq(n_rot, base):
     return base ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
 
 
-def apply_rope(x, positions, inv_freq, style):
-    """x [T, heads, head_dim]; rotates the first 2*len(inv_freq) dims of each head by pos*inv_freq."""
+def apply_rope(x, positions, inv_freq, style, mscale=1.0):
+    """x [T, heads, head_dim]; rotates the first 2*len(inv_freq) dims of each head by pos*inv_freq
+    (the rest pass through: partial rotary); cos and sin are multiplied by mscale."""
     n_rot = 2 * len(inv_freq)
     angle = positions[:, None].astype(np.float64) * inv_freq[None, :]   # [T, n_rot/2]
-    cos, sin = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
+    cos, sin = mscale * np.cos(angle)[:, None, :], mscale * np.sin(angle)[:, None, :]
     out = x.copy()
     if style == INTERLEAVED:
         a, b = x[..., 0:n_rot:2], x[..., 1:n_rot:2]
@@ -116,15 +146,20 @@ def apply_rope(x, positions, inv_freq, style):
     return out
 
 
-def attention(q, k, v):
+def attention(q, k, v, window=0, scale=None, cap=0.0):
     """Causal grouped-query attention. q [T, H, D], k/v [T, KV, D] -> [T, H*D].
-    Query head h reads KV head h // (H / KV), as HF's repeat_kv and llama.cpp do."""
+    Query head h reads KV head h // (H / KV), as HF's repeat_kv and llama.cpp do. Query i sees keys
+    j <= i, and j > i - window when window > 0. Scores are q.k * scale (default D ** -0.5), then
+    soft-capped by cap (0 = none), then masked."""
     T, H, D = q.shape
     group = H // k.shape[1]
     k = np.repeat(k, group, axis=1)
     v = np.repeat(v, group, axis=1)
-    scores = np.einsum("thd,shd->hts", q, k) / math.sqrt(D)        # [H, T, T]
-    scores = np.where(np.tril(np.ones((T, T), dtype=bool))[None], scores, -np.inf)
+    scale = D ** -0.5 if scale is None else scale
+    scores = softcap(np.einsum("thd,shd->hts", q, k) * scale, cap)   # [H, T, T]
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    visible = (j <= i) & ((j > i - window) if window > 0 else True)
+    scores = np.where(visible[None], scores, -np.inf)
     scores = scores - scores.max(axis=-1, keepdims=True)
     p = np.exp(scores)
     p /= p.sum(axis=-1, keepdims=True)
@@ -142,21 +177,28 @@ def forward(model, ids, linear=exact_linear, dtype=np.float64):
     positions = np.arange(T)
     n_rot = c.n_rot or c.head_dim
     inv_freq = c.inv_freq if c.inv_freq is not None else default_inv_freq(n_rot, c.rope_base)
-    x = cast(model.tok_embd[ids])                                       # [T, n_embd]
+    if c.inv_freq_long is not None and T > c.rope_original_ctx:         # LongRoPE: seq_len = T
+        inv_freq = c.inv_freq_long
+    act = ACTIVATIONS[c.act]
+    x = cast(model.tok_embd[ids] * c.embed_scale)                       # [T, n_embd]
     for L in model.layers:
         h = rms_norm(x, cast(L.attn_norm), c.eps)
         q = linear(h, cast(L.wq), cast(L.bq)).reshape(T, c.n_heads, c.head_dim)
         k = linear(h, cast(L.wk), cast(L.bk)).reshape(T, c.n_kv_heads, c.head_dim)
         v = linear(h, cast(L.wv), cast(L.bv)).reshape(T, c.n_kv_heads, c.head_dim)
-        if L.q_norm is not None:                                        # qwen3: before RoPE
+        if L.q_norm is not None:                                        # qwen3/gemma3: before RoPE
             q = rms_norm(q, cast(L.q_norm), c.eps)
             k = rms_norm(k, cast(L.k_norm), c.eps)
-        q = apply_rope(q, positions, inv_freq, c.rope_style).astype(x.dtype)
-        k = apply_rope(k, positions, inv_freq, c.rope_style).astype(x.dtype)
-        x = x + linear(attention(q, k, v).astype(x.dtype), cast(L.wo))
+        freq = inv_freq if L.inv_freq is None else L.inv_freq
+        q = apply_rope(q, positions, freq, c.rope_style, c.rope_mscale).astype(x.dtype)
+        k = apply_rope(k, positions, freq, c.rope_style, c.rope_mscale).astype(x.dtype)
+        a = linear(attention(q, k, v, L.window, c.attn_scale, c.attn_softcap).astype(x.dtype), cast(L.wo))
+        x = x + (a if L.post_attn_norm is None else rms_norm(a, cast(L.post_attn_norm), c.eps))
         h = rms_norm(x, cast(L.ffn_norm), c.eps)
-        x = x + linear(silu(linear(h, cast(L.w_gate))) * linear(h, cast(L.w_up)), cast(L.w_down))
-    return linear(rms_norm(x, cast(model.out_norm), c.eps), cast(model.lm_head))
+        m = linear(act(linear(h, cast(L.w_gate))) * linear(h, cast(L.w_up)), cast(L.w_down))
+        x = x + (m if L.post_ffn_norm is None else rms_norm(m, cast(L.post_ffn_norm), c.eps))
+    logits = linear(rms_norm(x, cast(model.out_norm), c.eps), cast(model.lm_head))
+    return softcap(logits, c.final_softcap)
 
 
 def greedy(model, ids, n_new):
@@ -192,6 +234,8 @@ def load_gguf(path):
     g = gguf_np.GGUFFile(path)
     md = g.metadata
     arch = md["general.architecture"]
+    if arch in families.GGUF_ARCHS:
+        return families.load_gguf(path, g)
     if arch not in ("llama", "mistral", "qwen2", "qwen3"):
         raise ValueError(f"{path}: architecture {arch!r} not supported by the reference")
 
@@ -228,7 +272,8 @@ def load_gguf(path):
             ffn_norm=t(p + "ffn_norm.weight"), w_gate=t(p + "ffn_gate.weight"),
             w_up=t(p + "ffn_up.weight"), w_down=t(p + "ffn_down.weight"),
             bq=opt(p + "attn_q.bias"), bk=opt(p + "attn_k.bias"), bv=opt(p + "attn_v.bias"),
-            q_norm=opt(p + "attn_q_norm.weight"), k_norm=opt(p + "attn_k_norm.weight")))
+            q_norm=opt(p + "attn_q_norm.weight"), k_norm=opt(p + "attn_k_norm.weight"),
+            window=int(key("attention.sliding_window", 0))))   # mistral: every layer (0 = none)
     tok_embd = t("token_embd.weight")
     lm_head = opt("output.weight")
     return Model(cfg, tok_embd, layers, t("output_norm.weight"),
@@ -239,6 +284,8 @@ def load_hf(folder):
     """A Hugging Face safetensors folder, or an MLX folder (quantized modules dequantized)."""
     config, w = safetensors_np.read_hf_folder(folder)
     arch = config.get("model_type")
+    if arch in families.HF_ARCHS:
+        return families.load_hf(folder, config, w)
     if arch not in ("llama", "mistral", "qwen2", "qwen3"):
         raise ValueError(f"{folder}: model_type {arch!r} not supported by the reference")
     n_embd, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])
@@ -272,7 +319,9 @@ def load_hf(folder):
             ffn_norm=w[p + "post_attention_layernorm.weight"], w_gate=w[m + "gate_proj.weight"],
             w_up=w[m + "up_proj.weight"], w_down=w[m + "down_proj.weight"],
             bq=opt(a + "q_proj.bias"), bk=opt(a + "k_proj.bias"), bv=opt(a + "v_proj.bias"),
-            q_norm=opt(a + "q_norm.weight"), k_norm=opt(a + "k_norm.weight")))
+            q_norm=opt(a + "q_norm.weight"), k_norm=opt(a + "k_norm.weight"),
+            # HF Mistral's sliding window covers every layer (null = none)
+            window=int(config.get("sliding_window") or 0) if arch == "mistral" else 0))
     tok_embd = w["model.embed_tokens.weight"]
     tied = bool(config.get("tie_word_embeddings", False)) or "lm_head.weight" not in w
     return Model(cfg, tok_embd, layers, w["model.norm.weight"],

@@ -10,7 +10,8 @@
 (d) block formats: hand-built blocks with known values for F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K and
     MLX 2..8-bit; the vectorized dequantizers against scalar loop twins on random bytes; a
     hand-built GGUF with every metadata type;
-(e) the comparison metric of check_models.py accepts parallm-like numerics and rejects defects.
+(e) the comparison metric of check_models.py accepts parallm-like numerics and rejects defects;
+(f) the Gemma / Phi-3 families (selfcheck_families.py).
 Fixtures come from $PARALLM_FIXTURES (default: the repository's ../shared).
 """
 import math
@@ -30,6 +31,7 @@ import forward  # noqa: E402
 import gguf_np  # noqa: E402
 import quantize_np  # noqa: E402
 import safetensors_np  # noqa: E402
+import selfcheck_families  # noqa: E402
 
 FIXTURES = os.environ.get("PARALLM_FIXTURES") or os.path.normpath(
     os.path.join(HERE, "..", "..", "..", "shared"))
@@ -357,11 +359,22 @@ def check_metric():
     check(not cm.compare(ref_f, bf16, cm.FLOAT_TOL).ok and not cm.compare(ref_q, no_bias, cm.QUANT_TOL).ok
           and not cm.compare(ref_f, ref_q, cm.FLOAT_TOL).ok,
           "(e) bf16 activations, a dropped bias and Q8_0-vs-F32 weights all fail")
+    # Argmax ties: saturated (soft-capped) logits tie at the cap; picking either tied one agrees,
+    # picking one below the tie band does not.
+    ref = np.array([[3.0, 1.0, 3.0 - 1e-9, -2.0], [0.5, 2.0, 1.9, 0.0]])
+    tied = ref + np.array([[0, 0, 1e-8, 0], [0, 0, 0, 0]])          # row 0 picks index 2 (a tie)
+    wrong = np.array([[3.0, 1.0, 3.0, -2.0], [0.5, 1.9, 2.0, 0.0]])  # row 1 picks index 2 (0.1 lower)
+    check(cm.compare(ref, tied, cm.FLOAT_TOL).agree == 2 and cm.compare(ref, wrong, cm.QUANT_TOL).agree == 1,
+          "(e) argmax: a tie at the top agrees, a 0.1-lower pick does not")
 
 
 def main():
     print(f"fixtures: {FIXTURES}")
-    for step in (check_stories, check_tiny_random, check_rope_pairing, check_blocks, check_metric):
+    def check_families():
+        selfcheck_families.run(check)
+
+    for step in (check_stories, check_tiny_random, check_rope_pairing, check_blocks, check_metric,
+                 check_families):
         try:
             step()
         except Exception as e:  # noqa: BLE001 - report and keep going

@@ -1,6 +1,6 @@
 // `parallm serve`: the OpenAI-compatible HTTP server (docs/API.md) on the continuous-batching engine.
 #include "cli/commands.h"
-#include "model/synthetic_model.h"
+#include "cli/model_options.h"
 #include "server/server.h"
 
 namespace parallm::cli {
@@ -12,7 +12,8 @@ void AddServeCommand(CLI::App& app) {
       "/tokenize, /detokenize, /health, /metrics), as vLLM and llama.cpp's server do");
   // What the command loads (the server itself only gets the engine it builds).
   struct ModelSide {
-    std::string model, tokenizer;
+    std::string model, tokenizer, chat_template;
+    int max_model_len = 0;
     EngineConfig engine;
     AsyncEngineConfig async;
   };
@@ -28,6 +29,8 @@ void AddServeCommand(CLI::App& app) {
       ->required();
   cmd->add_option("--tokenizer", m->tokenizer,
                   "Tokenizer instead of the model's (tokenizer.json or folder, .gguf, tokenizer.bin)");
+  AddChatTemplateOption(cmd, &m->chat_template);
+  AddMaxModelLenOption(cmd, &m->max_model_len);
   cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "Port to listen on (0: any free port; the one chosen is printed)")
       ->capture_default_str();
@@ -64,8 +67,8 @@ void AddServeCommand(CLI::App& app) {
     o->limits.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(*keep_alive_s * 1000));
     o->model_root = m->model;
     ExitOnError(server::RunServer(*o, [m]() -> Result<server::ServedModel> {
-      PARALLM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelSpec(m->model));
-      PARALLM_ASSIGN_OR_RETURN(ModelText text, ModelText::ForModel(m->model, m->tokenizer));
+      PARALLM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelForCommand(m->model, m->max_model_len));
+      PARALLM_ASSIGN_OR_RETURN(ModelText text, LoadModelTextForCommand(m->model, m->tokenizer, m->chat_template));
       auto shared_text = std::make_shared<const ModelText>(std::move(text));
       auto engine = std::make_shared<AsyncEngine>(std::move(model), m->engine, shared_text->shared_tokenizer(), m->async);
       return server::ServedModel{std::move(engine), std::move(shared_text)};

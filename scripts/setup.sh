@@ -41,6 +41,12 @@ if [ "$(dpkg --print-architecture)" = amd64 ]; then
   fi
 fi
 
+# Serving in practice (tests/server: server_haproxy): Debian's HAProxy runs deploy/haproxy/. Best effort: without
+# it, that test is skipped.
+if ! install_missing haproxy; then
+  echo "setup: haproxy did not install; the server_haproxy test will be skipped"
+fi
+
 # The JavaScript the `node` ctests run: references they regenerate goldens with (tokenizers.js for tokenizers,
 # @huggingface/jinja for chat templates) and the openai client the server is tested with; reinstalled when a
 # lock changes. Without npm those tests are skipped.

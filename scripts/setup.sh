@@ -41,10 +41,11 @@ if [ "$(dpkg --print-architecture)" = amd64 ]; then
   fi
 fi
 
-# Serving in practice (tests/server: server_haproxy, server_prometheus_scrape): Debian's HAProxy and Prometheus run
-# the configurations in deploy/. Best effort: without one, its test is skipped.
-if ! install_missing haproxy prometheus; then
-  echo "setup: haproxy or prometheus did not install; their server tests will be skipped"
+# Serving in practice (tests/server: server_haproxy, server_prometheus_scrape, server_kubernetes): Debian's HAProxy and
+# Prometheus run the configurations in deploy/, PyYAML reads deploy/kubernetes/. Best effort: without one, its test
+# is skipped.
+if ! install_missing haproxy prometheus python3-yaml; then
+  echo "setup: haproxy, prometheus or python3-yaml did not install; their server tests will be skipped"
 fi
 
 # The JavaScript the `node` ctests run: references they regenerate goldens with (tokenizers.js for tokenizers,

@@ -131,7 +131,7 @@ def main():
             del local[i:i + 2]
         for flag, value in (("--host", "127.0.0.1"), ("--max-num-seqs", "2")):
             local[local.index(flag) + 1] = value
-        server = Server(BINARY, model, *local, threads=1)
+        server = Server(BINARY, model, *local, threads=1, kv_cache_gb=0.05)
         try:
             idle = scrape(server)
             for name in metrics.values():

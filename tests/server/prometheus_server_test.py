@@ -92,7 +92,7 @@ def main():
         r = subprocess.run([BINARY, "make-model", "--arch", "llama", "--dtype", "q8_0", "-o", str(model)],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
-        server = Server(BINARY, model, threads=1)
+        server = Server(BINARY, model, threads=1, kv_cache_gb=0.05)
         prom = None
         try:
             # The repository's configuration, with this server as the target and 0.5 s intervals.

@@ -41,12 +41,13 @@ async function metric(name, labels = "") {
   return Number(line.split(" ").pop());
 }
 
+let describe = async () => "";  // the page's state, once there is a page
 async function until(what, predicate, timeoutMs = 30000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await predicate();
     if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; the page shows: ${await describe()}`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }
@@ -75,6 +76,10 @@ try {
     return last ? last.firstChild?.textContent ?? "" : null;
   });
   const idle = () => page.evaluate(() => !document.getElementById("send").disabled);
+  const replies = () => page.evaluate(() => document.querySelectorAll(".message.assistant").length);
+  // What the page shows, for failure messages.
+  describe = () => page.evaluate(() => [...document.querySelectorAll(".message, #stats")].map(
+    (e) => `${e.className || e.id}: ${e.textContent.slice(0, 80)}`).join(" | "));
 
   await check("the page loads from the binary and names the model", async () => {
     const response = await page.goto(base + "/", { waitUntil: "load" });
@@ -89,21 +94,25 @@ try {
   await check("send: the settings go with the request, the reply streams in, tokens per second shown", async () => {
     await page.type("#system", "You are terse.");
     await page.$eval("#temperature", (e) => { e.value = "0"; });
-    await page.$eval("#max-tokens", (e) => { e.value = "48"; });
+    await page.$eval("#max-tokens", (e) => { e.value = "64"; });
+    // Every change of the reply's text is recorded in the page: each network read the page handles is one.
+    await page.evaluate(() => {
+      window.replyLengths = [];
+      new MutationObserver(() => {
+        const all = document.querySelectorAll(".message.assistant");
+        if (all.length) window.replyLengths.push(all[all.length - 1].textContent.length);
+      }).observe(document.getElementById("messages"), { subtree: true, childList: true, characterData: true });
+    });
     await page.type("#input", "Hello there");
     await page.click("#send");
-    const lengths = new Set();
-    await until("the reply to finish", async () => {
-      const text = await lastReply();
-      if (text) lengths.add(text.length);
-      return text !== null && (await idle());
-    });
+    await until("the reply to finish", async () => (await replies()) === 1 && (await idle()));
+    const lengths = new Set(await page.evaluate(() => window.replyLengths.filter((n) => n > 0)));
     const sent = requests.filter((r) => r.url.endsWith("/v1/chat/completions"));
     assert.equal(sent.length, 1);
     const body = JSON.parse(sent[0].body);
     assert.deepEqual(body.messages, [{ role: "system", content: "You are terse." }, { role: "user", content: "Hello there" }]);
     assert.equal(body.temperature, 0);
-    assert.equal(body.max_tokens, 48);
+    assert.equal(body.max_tokens, 64);
     assert.equal(body.stream, true);
     assert.ok(lengths.size >= 3, `the reply did not stream: lengths seen ${[...lengths]}`);
     const stats = await page.$eval("#stats", (e) => e.textContent);
@@ -120,7 +129,7 @@ try {
     await page.$eval("#max-tokens", (e) => { e.value = "4"; });
     await page.type("#input", "And again?");
     await page.click("#send");
-    await until("the second reply", idle);
+    await until("the second reply", async () => (await replies()) === 2 && (await idle()));
     await until("the second reply's stats", async () => (await page.$$(".note")).length === 2);
     const sent = requests.filter((r) => r.url.endsWith("/v1/chat/completions"));
     const body = JSON.parse(sent[1].body);
@@ -130,11 +139,24 @@ try {
 
   await check("stop cancels a long reply at once; the server frees it", async () => {
     const abortedBefore = await metric("vllm:request_success_total", 'finished_reason="abort"');
-    await page.$eval("#max-tokens", (e) => { e.value = "1900"; });
+    // Long enough to run for seconds, short enough to fit the context with the conversation so far.
+    await page.$eval("#max-tokens", (e) => { e.value = "1500"; });
     await page.type("#input", "Tell me a long story");
+    // Stop is pressed from inside the page the moment the first text shows: a click through the input pipeline can
+    // lag by seconds on a busy machine, and the reply might be over by then.
+    const stopping = page.evaluate(() => new Promise((resolve) => {
+      const observer = new MutationObserver(() => {
+        const all = document.querySelectorAll(".message.assistant");
+        if (all.length === 3 && all[2].textContent.length > 0) {
+          observer.disconnect();
+          document.getElementById("stop").click();
+          resolve();
+        }
+      });
+      observer.observe(document.getElementById("messages"), { subtree: true, childList: true, characterData: true });
+    }));
     await page.click("#send");
-    await until("the first streamed text", async () => (await lastReply())?.length > 0);
-    await page.click("#stop");
+    await stopping;
     await until("the page to stop", async () => (await page.$eval("#stats", (e) => e.textContent)).endsWith("stopped"));
     const atStop = await lastReply();
     await until("the server to count it aborted", async () =>

@@ -3,7 +3,8 @@
 loopback: a shared-prefix workload (5 prompt families, each asked 4 times) sent to one replica directly, through
 the prefix-affinity backend and through round robin, comparing the prompt tokens served from cache (usage
 cached_tokens); then a replica is killed mid-run: only requests running on it may fail, cleanly (an HTTP error, or
-a stream that ends without [DONE]), and every later request succeeds. Skipped (exit 77) without haproxy.
+a stream that ends without [DONE]), every later request succeeds, HAProxy's health check marks it DOWN, and once
+restarted it is UP again with exactly its prompt families back. Skipped (exit 77) without haproxy.
 
 Usage: haproxy_test.py PARALLM_BINARY"""
 import concurrent.futures
@@ -26,6 +27,7 @@ from server_util import MODEL_NAME, Server, parse_sse  # noqa: E402
 BINARY = sys.argv[1]
 CONFIG = pathlib.Path(__file__).resolve().parents[2] / "deploy" / "haproxy" / "haproxy.cfg"
 FAMILIES, ROUNDS, PREFIX_CHARS = 5, 4, 384
+MODEL = None  # the tiny model file the replicas serve
 
 
 def free_port():
@@ -38,10 +40,11 @@ class HAProxy:
     """haproxy -f deploy/haproxy/haproxy.cfg in the foreground, on a free port, for the given replicas."""
 
     def __init__(self, replicas, backend):
+        self.backend = backend
         for attempt in range(5):  # a free port may be taken between the probe and the bind: pick again
-            self.port = free_port()
+            self.port, self.stats_port = free_port(), free_port()
             env = dict(os.environ, PARALLM_LB_BIND=f"127.0.0.1:{self.port}", PARALLM_LB_BACKEND=backend,
-                       PARALLM_LB_CHECK_INTERVAL="300ms",
+                       PARALLM_LB_STATS_BIND=f"127.0.0.1:{self.stats_port}", PARALLM_LB_CHECK_INTERVAL="300ms",
                        **{f"PARALLM_REPLICA{i + 1}": f"127.0.0.1:{r.port}" for i, r in enumerate(replicas)})
             self.proc = subprocess.Popen(["haproxy", "-db", "-f", str(CONFIG)], env=env, stdout=subprocess.PIPE,
                                          stderr=subprocess.STDOUT, text=True)
@@ -54,6 +57,23 @@ class HAProxy:
                     time.sleep(0.05)
             self.stop()
         raise RuntimeError(f"haproxy did not start: {self.proc.stdout.read()}")
+
+    def status(self):
+        """{replica name: "UP" | "DOWN" | ...} from HAProxy's /stats;csv, for this backend."""
+        c = http.client.HTTPConnection("127.0.0.1", self.stats_port, timeout=10)
+        c.request("GET", "/stats;csv")
+        lines = c.getresponse().read().decode().splitlines()
+        c.close()
+        header = lines[0].lstrip("# ").split(",")
+        rows = [dict(zip(header, line.split(","))) for line in lines[1:] if line]
+        return {r["svname"]: r["status"].split(" ")[0] for r in rows
+                if r["pxname"] == self.backend and r["svname"] not in ("FRONTEND", "BACKEND")}
+
+    def wait_status(self, name, want, timeout=15):
+        deadline = time.time() + timeout
+        while self.status().get(name) != want:
+            assert time.time() < deadline, f"{name} never {want}: {self.status()}"
+            time.sleep(0.05)
 
     def stop(self):
         if self.proc.poll() is None:
@@ -200,11 +220,24 @@ def test_replica_killed_mid_run(replicas):
         # Streamed answers had started: they cannot be replayed, they must fail.
         assert all(any(f2 == f and s for f2, s, _ in failed) for f, r in where.items() if r == victim_name)
         # Every later request succeeds, including those of the dead replica's families, at once (HAProxy retries
-        # the refused connection elsewhere before its health check has noticed).
-        for text in prompts(seed=5)[0] + texts:
+        # the refused connection elsewhere before its health check has noticed); the other families stay put.
+        for f, text in enumerate(texts):
+            status, out, replica, _ = post(lb.port, {"model": MODEL_NAME, "prompt": text, "max_tokens": 2})
+            assert status == 200 and replica != victim_name, (status, out, replica)
+            assert where[f] == victim_name or replica == where[f], (f, where[f], replica)
+        for text in prompts(seed=5)[0]:
             status, out, replica, _ = post(lb.port, {"model": MODEL_NAME, "prompt": text, "max_tokens": 2})
             assert status == 200 and replica != victim_name, (status, out, replica)
         pool.shutdown()
+        # The health check takes it out; restarted on its port, it is back in and gets exactly its families back.
+        lb.wait_status(victim_name, "DOWN")
+        index = replicas.index(victim)
+        replicas[index] = Server(BINARY, MODEL, ready=True, threads=1, kv_cache_gb=0.05, port=victim.port)
+        lb.wait_status(victim_name, "UP")
+        for f, text in enumerate(texts):
+            status, out, replica, _ = post(lb.port, {"model": MODEL_NAME, "prompt": text, "max_tokens": 2})
+            assert status == 200 and replica == where[f], (f, status, replica, where[f])
+        print(f"     HAProxy marked {victim_name} DOWN; restarted, it is UP again and serves its families again")
     finally:
         lb.stop()
 
@@ -213,12 +246,13 @@ def main():
     if shutil.which("haproxy") is None:
         print("SKIPPED: haproxy is not installed (scripts/setup.sh installs Debian's)")
         sys.exit(77)
+    global MODEL
     with tempfile.TemporaryDirectory() as tmp:
-        model = pathlib.Path(tmp) / "tiny.gguf"
-        r = subprocess.run([BINARY, "make-model", "--arch", "llama", "--dtype", "q8_0", "-o", str(model)],
+        MODEL = pathlib.Path(tmp) / "tiny.gguf"
+        r = subprocess.run([BINARY, "make-model", "--arch", "llama", "--dtype", "q8_0", "-o", str(MODEL)],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
-        replicas = [Server(BINARY, model, ready=False, threads=1, kv_cache_gb=0.05) for _ in range(3)]
+        replicas = [Server(BINARY, MODEL, ready=False, threads=1, kv_cache_gb=0.05) for _ in range(3)]
         try:
             for s in replicas:
                 assert s.wait_ready(60), s.lines

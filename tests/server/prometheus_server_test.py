@@ -103,6 +103,7 @@ def main():
             targets = json.loads((DEPLOY / "targets.json").read_text())
             targets[0]["targets"] = [f"127.0.0.1:{server.port}"]
             (tmp / "targets.json").write_text(json.dumps(targets))
+            (tmp / "haproxy_targets.json").write_text("[]")  # no balancer in this test
             start = time.time()
             prom = Prometheus(tmp)
             prom.wait('up{job="parallm"}', lambda g: g and one(g) == 1, "the server is scraped")

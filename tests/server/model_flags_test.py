@@ -130,7 +130,7 @@ def test_bad_values():
 def test_serve_max_model_len():
     long_prompt = list(range(1, 201))
     body = {"model": "tiny", "prompt": long_prompt, "max_tokens": 20, "ignore_eos": True}
-    server = Server(BINARY, TINY128)
+    server = Server(BINARY, TINY128, kv_cache_gb=0.05)
     try:
         status, out = server.post("/v1/completions", body)
         check_error(status, out, 400, "prompt", "maximum context length is 128")
@@ -138,7 +138,7 @@ def test_serve_max_model_len():
         assert json.loads(models)["data"][0]["max_model_len"] == 128
     finally:
         assert server.stop() == 0
-    server = Server(BINARY, TINY128, "--max-model-len", "512")
+    server = Server(BINARY, TINY128, "--max-model-len", "512", kv_cache_gb=0.05)
     try:
         assert any("context 512" in line for line in server.lines), server.lines
         assert wait_for(lambda: any("--max-model-len 512 is more than the 128" in line for line in server.stderr)), \
@@ -155,13 +155,13 @@ def test_serve_max_model_len():
 
 def test_serve_chat_template():
     chat = {"model": "tiny", "messages": MESSAGES, "max_tokens": 3, "ignore_eos": True}
-    server = Server(BINARY, LLAMA2)
+    server = Server(BINARY, LLAMA2, kv_cache_gb=0.05)
     try:
         status, out = server.post("/v1/chat/completions", chat)
         check_error(status, out, 400, "messages", "--chat-template")
     finally:
         assert server.stop() == 0
-    server = Server(BINARY, LLAMA2, "--chat-template", TEMPLATE)
+    server = Server(BINARY, LLAMA2, "--chat-template", TEMPLATE, kv_cache_gb=0.05)
     try:
         status, out = server.post("/v1/chat/completions", chat)
         assert status == 200, out

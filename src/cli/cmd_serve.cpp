@@ -9,7 +9,7 @@ void AddServeCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "serve",
       "Serve the model over HTTP with the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, "
-      "/tokenize, /detokenize, /health, /metrics), as vLLM and llama.cpp's server do");
+      "/tokenize, /detokenize, /health, /metrics), as vLLM and llama.cpp's server do, and a chat page at /");
   // What the command loads (the server itself only gets the engine it builds).
   struct ModelSide {
     std::string model, tokenizer, chat_template;

@@ -2,7 +2,8 @@
 """Three `parallm serve` replicas (1 thread each) behind Debian's HAProxy with deploy/haproxy/haproxy.cfg, on
 loopback: a shared-prefix workload (5 prompt families, each asked 4 times) sent to one replica directly, through
 the prefix-affinity backend and through round robin, comparing the prompt tokens served from cache (usage
-cached_tokens); then a replica is killed mid-run: only requests running on it may fail, cleanly (an HTTP error, or
+cached_tokens); chat requests sharing a system prompt go to one replica and find it cached; then a replica is
+killed mid-run: only requests running on it may fail, cleanly (an HTTP error, or
 a stream that ends without [DONE]), every later request succeeds, HAProxy's health check marks it DOWN, and once
 restarted it is UP again with exactly its prompt families back. Skipped (exit 77) without haproxy.
 
@@ -28,6 +29,8 @@ BINARY = sys.argv[1]
 CONFIG = pathlib.Path(__file__).resolve().parents[2] / "deploy" / "haproxy" / "haproxy.cfg"
 FAMILIES, ROUNDS, PREFIX_CHARS = 5, 4, 384
 MODEL = None  # the tiny model file the replicas serve
+# The tiny model has no chat template: a plain one, for the chat requests.
+REPLICA_ARGS = ["--chat-template", "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}<assistant>"]
 
 
 def free_port():
@@ -84,11 +87,11 @@ class HAProxy:
             self.proc.kill()
 
 
-def post(port, body, timeout=60):
-    """POST /v1/completions; returns (status, body or stream chunks, replica header, completed)."""
+def post(port, body, timeout=60, path="/v1/completions"):
+    """POST `path`; returns (status, body or stream chunks, replica header, completed)."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        c.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+        c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
         r = c.getresponse()
         replica = r.getheader("x-parallm-replica")
         data = r.read()
@@ -163,6 +166,31 @@ def test_affinity_vs_round_robin(replicas):
     assert rr[0] <= 0.4 * single[0], (single, rr)
 
 
+def test_chat_affinity(replicas):
+    """Chat: the first message (here a system prompt) picks the replica, whatever the user asks after it."""
+    lb = HAProxy(replicas, "parallm_affinity")
+    try:
+        rng = random.Random(6)
+        systems = [" ".join(rng.choice(["be", "brief", "kind", "exact", "calm"]) for _ in range(80)) for _ in range(4)]
+        seen = {}
+        for question in range(3):
+            for s, system in enumerate(systems):
+                messages = [{"role": "system", "content": system}, {"role": "user", "content": f"question {question}"}]
+                status, out, replica, _ = post(lb.port, {"model": MODEL_NAME, "messages": messages, "max_tokens": 2},
+                                               path="/v1/chat/completions")
+                assert status == 200, (status, out)
+                seen.setdefault(s, []).append((replica, out["usage"]["prompt_tokens_details"]["cached_tokens"]))
+        for s, answers in seen.items():
+            assert len({replica for replica, _ in answers}) == 1, (s, answers)
+            # After the first question the system prompt's blocks come from that replica's cache.
+            assert answers[0][1] == 0 and all(cached >= 16 * (len(systems[s]) // 16 - 1) for _, cached in answers[1:]), \
+                (s, answers)
+        print(f"     chat: each system prompt on one replica {[a[0][0] for a in seen.values()]}, "
+              f"cached tokens per question {[[c for _, c in a] for a in seen.values()]}")
+    finally:
+        lb.stop()
+
+
 def test_replica_killed_mid_run(replicas):
     lb = HAProxy(replicas, "parallm_affinity")
     try:
@@ -232,7 +260,7 @@ def test_replica_killed_mid_run(replicas):
         # The health check takes it out; restarted on its port, it is back in and gets exactly its families back.
         lb.wait_status(victim_name, "DOWN")
         index = replicas.index(victim)
-        replicas[index] = Server(BINARY, MODEL, ready=True, threads=1, kv_cache_gb=0.05, port=victim.port)
+        replicas[index] = Server(BINARY, MODEL, *REPLICA_ARGS, threads=1, kv_cache_gb=0.05, port=victim.port)
         lb.wait_status(victim_name, "UP")
         for f, text in enumerate(texts):
             status, out, replica, _ = post(lb.port, {"model": MODEL_NAME, "prompt": text, "max_tokens": 2})
@@ -252,13 +280,16 @@ def main():
         r = subprocess.run([BINARY, "make-model", "--arch", "llama", "--dtype", "q8_0", "-o", str(MODEL)],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
-        replicas = [Server(BINARY, MODEL, ready=False, threads=1, kv_cache_gb=0.05) for _ in range(3)]
+        replicas = [Server(BINARY, MODEL, *REPLICA_ARGS, ready=False, threads=1, kv_cache_gb=0.05) for _ in range(3)]
         try:
             for s in replicas:
                 assert s.wait_ready(60), s.lines
             start = time.time()
             test_affinity_vs_round_robin(replicas)
             print(f"ok   affinity vs round robin ({time.time() - start:.1f} s)", flush=True)
+            start = time.time()
+            test_chat_affinity(replicas)
+            print(f"ok   chat affinity ({time.time() - start:.1f} s)", flush=True)
             start = time.time()
             test_replica_killed_mid_run(replicas)
             print(f"ok   replica killed mid-run ({time.time() - start:.1f} s)", flush=True)

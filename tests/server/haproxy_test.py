@@ -3,9 +3,9 @@
 loopback: a shared-prefix workload (5 prompt families, each asked 4 times) sent to one replica directly, through
 the prefix-affinity backend and through round robin, comparing the prompt tokens served from cache (usage
 cached_tokens); chat requests sharing a system prompt go to one replica and find it cached; then a replica is
-killed mid-run: only requests running on it may fail, cleanly (an HTTP error, or
-a stream that ends without [DONE]), every later request succeeds, HAProxy's health check marks it DOWN, and once
-restarted it is UP again with exactly its prompt families back. Skipped (exit 77) without haproxy.
+killed mid-run: only requests running on it may fail, cleanly (an HTTP error, or a stream that ends without
+[DONE]), every later request succeeds, HAProxy's health check marks it DOWN, and once restarted it is UP again with
+exactly its prompt families back. Skipped (exit 77) without haproxy.
 
 Usage: haproxy_test.py PARALLM_BINARY"""
 import concurrent.futures

@@ -41,10 +41,17 @@ if [ "$(dpkg --print-architecture)" = amd64 ]; then
   fi
 fi
 
+# Serving in practice (tests/server: server_haproxy, server_prometheus_scrape, server_kubernetes,
+# server_chat_page_browser): Debian's HAProxy and Prometheus run the configurations in deploy/, PyYAML reads
+# deploy/kubernetes/, headless Chromium loads the chat page. Best effort: without one, its test is skipped.
+if ! install_missing haproxy prometheus python3-yaml chromium; then
+  echo "setup: haproxy, prometheus, python3-yaml or chromium did not install; their server tests will be skipped"
+fi
+
 # The JavaScript the `node` ctests run: references they regenerate goldens with (tokenizers.js for tokenizers,
-# @huggingface/jinja for chat templates) and the openai client the server is tested with; reinstalled when a
-# lock changes. Without npm those tests are skipped.
-for NODE_DIR in tests/tokenizer/node tests/chat/node tests/server/node; do
+# @huggingface/jinja for chat templates), the openai client the server is tested with and puppeteer-core, which
+# drives Chromium on the chat page; reinstalled when a lock changes. Without npm those tests are skipped.
+for NODE_DIR in tests/tokenizer/node tests/chat/node tests/server/node tests/server/browser; do
   if command -v npm >/dev/null && ! cmp -s "$NODE_DIR/package-lock.json" "$NODE_DIR/node_modules/.parallm-lock.json"; then
     if npm ci --prefix "$NODE_DIR" --no-audit --no-fund; then
       cp "$NODE_DIR/package-lock.json" "$NODE_DIR/node_modules/.parallm-lock.json"

@@ -91,9 +91,17 @@ Result<ModelText> ModelText::ForModel(const std::string& model_path, const std::
     if (!parsed.ok()) return parsed.status().WithContext(fmt::format("{}: chat template", source));
     t.chat_template_ = std::move(*parsed);
   } else {
-    t.missing_template_ = fmt::format("{} has no chat template; send a plain prompt instead of messages", source);
+    t.missing_template_ = fmt::format(
+        "{} has no chat template; send a plain prompt instead of messages, or give one with --chat-template", source);
   }
   return t;
+}
+
+Status ModelText::SetChatTemplate(const std::string& source, const std::string& label) {
+  auto parsed = chat::ChatTemplate::Parse(source);
+  if (!parsed.ok()) return parsed.status().WithContext(fmt::format("{}: chat template", label));
+  chat_template_ = std::move(*parsed);
+  return Status::Ok();
 }
 
 Result<std::vector<int32_t>> ModelText::EncodePrompt(const std::string& text) const {

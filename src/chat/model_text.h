@@ -27,6 +27,9 @@ class ModelText {
 
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
   bool has_chat_template() const { return chat_template_.has_value(); }
+  // Replaces the model's chat template (or gives one to a model without): `source` is Jinja text, `label` names it
+  // in errors (e.g. the file it came from). A syntax error leaves the old template in place.
+  Status SetChatTemplate(const std::string& source, const std::string& label);
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   std::shared_ptr<const Tokenizer> shared_tokenizer() const { return tokenizer_; }
 

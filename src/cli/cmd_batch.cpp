@@ -10,6 +10,7 @@
 #include <boost/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "engine/llm.h"
 #include "openai/request_json.h"
 #include "util/progress.h"
@@ -22,7 +23,8 @@ using openai::BatchRequest;
 using openai::ParseBatchLine;
 
 struct BatchOptions {
-  std::string model, input, output, tokenizer;
+  std::string model, input, output, tokenizer, chat_template;
+  int max_model_len = 0;  // 0: the file's context (up to the engine's default)
   int threads = 0;
   double kv_cache_gb = 2.0;
   int num_kv_blocks = 0;
@@ -57,14 +59,16 @@ int Run(const BatchOptions& o) {
   config.enable_prefix_caching = !o.no_prefix_caching;
   config.scheduler.max_num_seqs = o.max_num_seqs;
   config.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
-  auto llm = LLM::Load(o.model, config);
-  if (!llm.ok()) return Fail(llm.status().message());
-  auto text = ModelText::ForModel(o.model, o.tokenizer);
+  if (o.max_model_len > 0) config.scheduler.max_model_len = o.max_model_len;
+  auto model = LoadModelForCommand(o.model, o.max_model_len);
+  if (!model.ok()) return Fail(model.status().message());
+  auto llm = std::make_unique<LLM>(std::move(*model), config);
+  auto text = LoadModelTextForCommand(o.model, o.tokenizer, o.chat_template);
   if (!text.ok()) return Fail(text.status().message());
-  const std::optional<Vocab>& vocab = (*llm)->model().loaded().vocab;
+  const std::optional<Vocab>& vocab = llm->model().loaded().vocab;
   // With a tokenizer the engine's frontend streams text and applies stop strings; otherwise the vocabulary
   // decodes the ids at the end.
-  if (text->has_tokenizer()) (*llm)->SetTokenizer(text->shared_tokenizer());
+  if (text->has_tokenizer()) llm->SetTokenizer(text->shared_tokenizer());
   auto decode = [&](const Choice& choice) {
     if (text->has_tokenizer()) return choice.text;
     return vocab ? ToValidUtf8(vocab->Decode(choice.ids)) : std::string();
@@ -99,7 +103,7 @@ int Run(const BatchOptions& o) {
   while (std::getline(in, line)) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto parsed = ParseBatchLine(line, line_no, (*llm)->model().config().vocab, &*text);
+    auto parsed = ParseBatchLine(line, line_no, llm->model().config().vocab, &*text);
     if (parsed.ok() && seen.contains(parsed->id)) parsed = Err("duplicate id '{}'", parsed->id);
     if (!parsed.ok()) {
       ++bad;
@@ -128,7 +132,7 @@ int Run(const BatchOptions& o) {
   ProgressBar progress("batch", static_cast<double>(jobs.size()), "req");
   int64_t generated = 0;
   auto start = std::chrono::steady_clock::now();
-  auto result = (*llm)->Generate(prompts, params, [&](const StreamEvent& e) {
+  auto result = llm->Generate(prompts, params, [&](const StreamEvent& e) {
     generated += static_cast<int64_t>(e.new_tokens.size());
     if (e.completion == nullptr) return;  // written once every choice of the prompt is done
     const Completion& c = *e.completion;
@@ -183,6 +187,8 @@ void AddBatchCommand(CLI::App& app) {
       ->required();
   cmd->add_option("--output", o->output, "JSONL results, appended; ids already there are skipped (resume)")->required();
   cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer instead of the model's (tokenizer.json or folder, .gguf, tokenizer.bin)");
+  AddChatTemplateOption(cmd, &o->chat_template);
+  AddMaxModelLenOption(cmd, &o->max_model_len);
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
   cmd->add_option("--kv-cache-gb", o->kv_cache_gb, "KV cache size in GiB")->capture_default_str();
   cmd->add_option("--num-kv-blocks", o->num_kv_blocks, "KV cache size in blocks (overrides --kv-cache-gb)");

@@ -20,6 +20,7 @@
 #include "bench/tokenize_bench.h"
 #include "chat/model_text.h"
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "model/synthetic_model.h"
 #include "util/mapped_file.h"
 #include "util/progress.h"
@@ -33,6 +34,7 @@ struct BenchOptions {
   int prompts = 32, input_len = 128, max_tokens = 64, concurrency = 32, threads = 0, runs = 1;
   int max_concurrency = 32;
   int max_num_batched_tokens = 512;
+  int max_model_len = 0;  // 0: the file's context (up to the engine's default)
   double kv_cache_gb = 2.0;
   std::string output;
   std::string chart;  // SVG file (bench batching)
@@ -64,12 +66,14 @@ EngineConfig Config(const BenchOptions& o, int max_seqs, bool prefix_caching = t
   c.enable_prefix_caching = prefix_caching;
   c.scheduler.max_num_seqs = max_seqs;
   c.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+  if (o.max_model_len > 0) c.scheduler.max_model_len = o.max_model_len;
   return c;
 }
 
 Result<std::unique_ptr<LLM>> Load(const BenchOptions& o, const EngineConfig& config) {
   if (IsSyntheticSpec(o.model)) std::fprintf(stderr, "building %s in memory...\n", o.model.c_str());
-  return LLM::Load(o.model, config);
+  PARALLM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelForCommand(o.model, o.max_model_len));
+  return std::make_unique<LLM>(std::move(model), config);
 }
 
 int WriteJson(const std::string& path, const boost::json::object& report) {
@@ -453,6 +457,7 @@ void AddModelOptions(CLI::App* cmd, BenchOptions& o) {
   cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)");
   cmd->add_option("--kv-cache-gb", o.kv_cache_gb, "KV cache size in GiB")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "Tokens per engine step")->capture_default_str();
+  AddMaxModelLenOption(cmd, &o.max_model_len);
   cmd->add_option("--output", o.output, "Write the figures as JSON to this file");
 }
 

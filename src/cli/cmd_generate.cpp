@@ -7,11 +7,11 @@
 #include <boost/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "engine/sampler.h"
 #include "engine/single_sequence.h"
 #include "formats/llama2c.h"
 #include "model/model.h"
-#include "model/synthetic_model.h"
 #include "chat/model_text.h"
 #include "util/npy.h"
 #include "util/strings.h"
@@ -20,7 +20,8 @@ namespace parallm::cli {
 namespace {
 
 struct GenerateOptions {
-  std::string model, prompt_ids, prompt, tokenizer, output;
+  std::string model, prompt_ids, prompt, tokenizer, output, chat_template, chat;
+  int max_model_len = 0;  // 0: the file's context
   int max_tokens = 64;
   int threads = 0;
   float temperature = 0.0f, top_p = 1.0f;
@@ -43,12 +44,16 @@ struct Session {
 
 Result<Session> Open(const GenerateOptions& o) {
   Session s;
-  PARALLM_ASSIGN_OR_RETURN(s.model, LoadModelSpec(o.model));
-  PARALLM_ASSIGN_OR_RETURN(s.text, ModelText::ForModel(o.model, o.tokenizer));
+  PARALLM_ASSIGN_OR_RETURN(s.model, LoadModelForCommand(o.model, o.max_model_len));
+  PARALLM_ASSIGN_OR_RETURN(s.text, LoadModelTextForCommand(o.model, o.tokenizer, o.chat_template));
   const Tokenizer* tok = s.text.tokenizer();
   s.eos = tok ? tok->eos_id() : (s.model->loaded().vocab ? s.model->loaded().vocab->eos : -1);
-  if (!o.prompt.empty() && !o.prompt_ids.empty()) return Err("pass either -p TEXT or --prompt-ids, not both");
-  if (!o.prompt.empty()) {
+  if (!o.prompt.empty() + !o.prompt_ids.empty() + !o.chat.empty() > 1)
+    return Err("pass one prompt (-p TEXT, --chat TEXT or --prompt-ids), not both");
+  if (!o.chat.empty()) {
+    const boost::json::array messages{boost::json::object{{"role", "user"}, {"content", o.chat}}};
+    PARALLM_ASSIGN_OR_RETURN(s.prompt, s.text.EncodeChat(messages));
+  } else if (!o.prompt.empty()) {
     PARALLM_ASSIGN_OR_RETURN(s.prompt, s.text.EncodePrompt(o.prompt));
   } else if (!o.prompt_ids.empty()) {
     PARALLM_ASSIGN_OR_RETURN(s.prompt, ParseIdList(o.prompt_ids));
@@ -73,8 +78,9 @@ int RunGenerate(const GenerateOptions& o) {
   const std::vector<int32_t>& prompt = session->prompt;
   const int context = model.config().context_length;
   if (static_cast<int>(prompt.size()) + o.max_tokens > context)
-    return Fail(fmt::format("prompt ({} tokens) + max tokens ({}) exceed the model's context of {}", prompt.size(),
-                            o.max_tokens, context));
+    return Fail(fmt::format("prompt ({} tokens) + max tokens ({}) exceed the model's context of {} tokens; "
+                            "--max-model-len {} serves more",
+                            prompt.size(), o.max_tokens, context, prompt.size() + o.max_tokens));
   ThreadPool pool(o.threads);
   SingleSequence seq(model, static_cast<int>(prompt.size()) + o.max_tokens, &pool);
   SamplingParams params;
@@ -147,7 +153,8 @@ int RunLogits(const GenerateOptions& o) {
   Model& model = *session->model;
   const std::vector<int32_t>& prompt = session->prompt;
   if (static_cast<int>(prompt.size()) > model.config().context_length)
-    return Fail(fmt::format("prompt of {} tokens exceeds the context of {}", prompt.size(), model.config().context_length));
+    return Fail(fmt::format("prompt of {} tokens exceeds the context of {} tokens; --max-model-len {} serves more",
+                            prompt.size(), model.config().context_length, prompt.size()));
   ThreadPool pool(o.threads);
   SingleSequence seq(model, static_cast<int>(prompt.size()), &pool);
   std::vector<float> logits = seq.Append(prompt, /*all_logits=*/true);
@@ -160,8 +167,11 @@ void AddCommonOptions(CLI::App* cmd, GenerateOptions& o) {
   cmd->add_option("-m,--model", o.model, "Model: .gguf file, llama2.c .bin, or Hugging Face / MLX folder")->required();
   cmd->add_option("--prompt-ids", o.prompt_ids, "Prompt as comma-separated token ids (default: BOS)");
   cmd->add_option("-p,--prompt", o.prompt, "Prompt text, tokenized by the model's tokenizer");
+  cmd->add_option("--chat", o.chat, "A user message: the prompt is the chat template's rendering of it");
   cmd->add_option("--tokenizer", o.tokenizer,
                   "Tokenizer to use instead of the model's: tokenizer.json (or its folder), .gguf, llama2.c tokenizer.bin");
+  AddChatTemplateOption(cmd, &o.chat_template);
+  AddMaxModelLenOption(cmd, &o.max_model_len);
   cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)");
 }
 

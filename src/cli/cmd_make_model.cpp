@@ -22,7 +22,7 @@ namespace {
 struct MakeModelOptions {
   std::string preset = "tiny";
   std::string arch;
-  int hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0;
+  int hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, context = 0;
   std::string format = "gguf";
   std::string dtype;
   int bits = 4;
@@ -51,7 +51,8 @@ int Run(const MakeModelOptions& o) {
   ModelConfig c = *config;
   // Explicit sizes override the preset's.
   for (auto [value, field] : {std::pair{o.hidden, &c.hidden}, {o.layers, &c.n_layers}, {o.heads, &c.n_heads},
-                              {o.kv_heads, &c.n_kv_heads}, {o.head_dim, &c.head_dim}, {o.ffn, &c.ffn}, {o.vocab, &c.vocab}})
+                              {o.kv_heads, &c.n_kv_heads}, {o.head_dim, &c.head_dim}, {o.ffn, &c.ffn}, {o.vocab, &c.vocab},
+                              {o.context, &c.context_length}})
     if (value > 0) *field = value;
   if (o.heads > 0 && o.head_dim == 0 && o.hidden > 0) c.head_dim = c.hidden / c.n_heads;
   if (c.n_heads % c.n_kv_heads != 0) return Fail("--heads must be a multiple of --kv-heads");
@@ -153,6 +154,8 @@ void AddMakeModelCommand(CLI::App& app) {
   cmd->add_option("--head-dim", o->head_dim, "Dimension per head");
   cmd->add_option("--ffn", o->ffn, "Feed-forward width");
   cmd->add_option("--vocab", o->vocab, "Vocabulary size (>= 258)");
+  cmd->add_option("--context-length", o->context, "Declared context in tokens (e.g. 128, as llama.cpp's llama2.c "
+                  "converter writes)")->check(CLI::PositiveNumber);
   cmd->add_option("--format", o->format, "gguf, hf (safetensors folder) or mlx (MLX-quantized folder)")
       ->capture_default_str();
   cmd->add_option("--dtype", o->dtype,

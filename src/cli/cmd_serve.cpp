@@ -1,5 +1,6 @@
 // `parallm serve`: the OpenAI-compatible HTTP server (docs/API.md) on the continuous-batching engine.
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "server/server.h"
 
 namespace parallm::cli {
@@ -8,35 +9,45 @@ void AddServeCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "serve",
       "Serve the model over HTTP with the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, "
-      "/tokenize, /detokenize, /health, /metrics), as vLLM and llama.cpp's server do");
+      "/tokenize, /detokenize, /health, /metrics), as vLLM and llama.cpp's server do, and a chat page at /");
+  // What the command loads (the server itself only gets the engine it builds).
+  struct ModelSide {
+    std::string model, tokenizer, chat_template;
+    int max_model_len = 0;
+    EngineConfig engine;
+    AsyncEngineConfig async;
+  };
+  auto m = std::make_shared<ModelSide>();
+  m->engine.kv_cache_gb = 2.0;
+  m->engine.scheduler.max_num_seqs = 64;
+  m->engine.scheduler.max_num_batched_tokens = 512;
   auto o = std::make_shared<server::ServerOptions>();
-  o->engine.kv_cache_gb = 2.0;
-  o->engine.scheduler.max_num_seqs = 64;
-  o->engine.scheduler.max_num_batched_tokens = 512;
   auto body_mb = std::make_shared<double>(32);
   auto keep_alive_s = std::make_shared<double>(5);
   auto no_prefix_caching = std::make_shared<bool>(false);
-  cmd->add_option("-m,--model", o->model, "Model: .gguf file, llama2.c .bin, Hugging Face / MLX folder, or synthetic:...")
+  cmd->add_option("-m,--model", m->model, "Model: .gguf file, llama2.c .bin, Hugging Face / MLX folder, or synthetic:...")
       ->required();
-  cmd->add_option("--tokenizer", o->tokenizer,
+  cmd->add_option("--tokenizer", m->tokenizer,
                   "Tokenizer instead of the model's (tokenizer.json or folder, .gguf, tokenizer.bin)");
+  AddChatTemplateOption(cmd, &m->chat_template);
+  AddMaxModelLenOption(cmd, &m->max_model_len);
   cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "Port to listen on (0: any free port; the one chosen is printed)")
       ->capture_default_str();
   cmd->add_option("--served-model-name", o->served_model_name,
                   "The model's name in the API (requests must use it; default: the --model path)");
   cmd->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' on /v1/* (401 otherwise)");
-  cmd->add_option("-t,--threads", o->engine.threads, "Engine threads (default: all cores)");
-  cmd->add_option("--kv-cache-gb", o->engine.kv_cache_gb, "KV cache size in GiB")->capture_default_str();
-  cmd->add_option("--num-kv-blocks", o->engine.num_kv_blocks, "KV cache size in blocks (overrides --kv-cache-gb)");
-  cmd->add_option("--block-size", o->engine.block_size, "Tokens per KV block")->capture_default_str();
-  cmd->add_option("--max-num-seqs", o->engine.scheduler.max_num_seqs, "Requests running at once")
+  cmd->add_option("-t,--threads", m->engine.threads, "Engine threads (default: all cores)");
+  cmd->add_option("--kv-cache-gb", m->engine.kv_cache_gb, "KV cache size in GiB")->capture_default_str();
+  cmd->add_option("--num-kv-blocks", m->engine.num_kv_blocks, "KV cache size in blocks (overrides --kv-cache-gb)");
+  cmd->add_option("--block-size", m->engine.block_size, "Tokens per KV block")->capture_default_str();
+  cmd->add_option("--max-num-seqs", m->engine.scheduler.max_num_seqs, "Requests running at once")
       ->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", o->engine.scheduler.max_num_batched_tokens, "Tokens per engine step")
+  cmd->add_option("--max-num-batched-tokens", m->engine.scheduler.max_num_batched_tokens, "Tokens per engine step")
       ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", *no_prefix_caching,
                 "Do not share KV blocks between requests with a common prefix");
-  cmd->add_option("--max-queued-requests", o->async.max_queued_requests,
+  cmd->add_option("--max-queued-requests", m->async.max_queued_requests,
                   "Requests waiting beyond those running; more get HTTP 429")
       ->capture_default_str();
   cmd->add_option("--max-body-mb", *body_mb, "Largest request body in MiB (larger: HTTP 413)")->capture_default_str();
@@ -47,14 +58,21 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--shutdown-grace", o->shutdown_grace_seconds,
                   "On SIGINT/SIGTERM: seconds running requests may take to finish before they are cancelled")
       ->capture_default_str();
-  cmd->callback([o, body_mb, keep_alive_s, no_prefix_caching] {
+  cmd->callback([m, o, body_mb, keep_alive_s, no_prefix_caching] {
     if (*body_mb <= 0) throw CLI::ValidationError("--max-body-mb", "must be > 0");
     if (*keep_alive_s <= 0) throw CLI::ValidationError("--timeout-keep-alive", "must be > 0");
     if (o->port < 0 || o->port > 65535) throw CLI::ValidationError("--port", "must be in 0..65535");
-    o->engine.enable_prefix_caching = !*no_prefix_caching;
+    m->engine.enable_prefix_caching = !*no_prefix_caching;
     o->limits.max_body_bytes = static_cast<size_t>(*body_mb * 1024 * 1024);
     o->limits.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(*keep_alive_s * 1000));
-    ExitOnError(server::RunServer(*o));
+    o->model_root = m->model;
+    ExitOnError(server::RunServer(*o, [m]() -> Result<server::ServedModel> {
+      PARALLM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelForCommand(m->model, m->max_model_len));
+      PARALLM_ASSIGN_OR_RETURN(ModelText text, LoadModelTextForCommand(m->model, m->tokenizer, m->chat_template));
+      auto shared_text = std::make_shared<const ModelText>(std::move(text));
+      auto engine = std::make_shared<AsyncEngine>(std::move(model), m->engine, shared_text->shared_tokenizer(), m->async);
+      return server::ServedModel{std::move(engine), std::move(shared_text)};
+    }));
   });
 }
 

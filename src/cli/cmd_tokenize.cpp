@@ -8,6 +8,7 @@
 
 #include "chat/model_text.h"
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "formats/hf_folder.h"
 #include "util/mapped_file.h"
 #include "util/strings.h"
@@ -16,13 +17,13 @@ namespace parallm::cli {
 namespace {
 
 struct TokenizeOptions {
-  std::string model, tokenizer, text, decode, chat;
+  std::string model, tokenizer, text, decode, chat, chat_template;
   bool json = false, no_special = false, read_stdin = false;
 };
 
 int Run(const TokenizeOptions& o) {
   if (o.model.empty() && o.tokenizer.empty()) return Fail("pass --model or --tokenizer");
-  auto text = ModelText::ForModel(o.model.empty() ? o.tokenizer : o.model, o.tokenizer);
+  auto text = LoadModelTextForCommand(o.model.empty() ? o.tokenizer : o.model, o.tokenizer, o.chat_template);
   if (!text.ok()) return Fail(text.status().message());
   if (!text->has_tokenizer()) return Fail(text->missing());
   const Tokenizer& tok = *text->tokenizer();
@@ -81,6 +82,7 @@ void AddTokenizeCommand(CLI::App& app) {
   cmd->add_flag("--stdin", o->read_stdin, "Read the text from standard input, byte for byte");
   cmd->add_option("--decode", o->decode, "Decode these comma-separated ids instead");
   cmd->add_option("--chat", o->chat, "Render a JSON file of messages with the chat template, then tokenize");
+  AddChatTemplateOption(cmd, &o->chat_template);
   cmd->callback([o] { ExitOnError(Run(*o)); });
 }
 

@@ -19,6 +19,9 @@ class Model {
 
   const ModelConfig& config() const { return loaded_.config; }
   const LoadedModel& loaded() const { return loaded_; }
+  // Serves `tokens` of context whatever the file declares (--max-model-len): positions past the trained context
+  // are computed the same way (RoPE has no table to outgrow), they are just out of what the weights were trained on.
+  void OverrideContextLength(int32_t tokens) { loaded_.config.context_length = tokens; }
   // Seconds spent repacking the weights at construction (0 when off).
   double repack_seconds() const { return repack_seconds_; }
 

@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 
 #include "openai/api_response.h"
+#include "server/chat_page.h"
 #include "server/generation_call.h"
 #include "server/prometheus.h"
 
@@ -74,6 +75,13 @@ void ApiServer::Handle(const std::shared_ptr<HttpSession>& session, HttpRequest 
     return false;
   };
 
+  if (path == "/" || path == "/index.html") {
+    // The chat page: static, so no API key (its requests to /v1/* carry the one typed into it).
+    if (!expect(http::verb::get)) return;
+    Headers page_headers = headers;
+    page_headers.emplace_back("Content-Security-Policy", std::string(kChatPageCsp));
+    return session->Reply(200, "text/html; charset=utf-8", std::string(ChatPageHtml()), page_headers);
+  }
   if (path == "/health") {
     if (!expect(http::verb::get)) return;
     if (!ready_) return ReplyError(*session, Unavailable("The model is loading"), headers);

@@ -1,6 +1,7 @@
 // Prometheus rendering: HELP/TYPE lines, gauges, counters and cumulative histograms.
 #include "server/prometheus.h"
 
+#include <chrono>
 #include <limits>
 #include <map>
 
@@ -71,6 +72,12 @@ std::string RenderPrometheus(const EngineMetrics& m, const std::string& model_na
   page.Header("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig.");
   page.Sample("vllm:cache_config_info",
               fmt::format("block_size=\"{}\",num_gpu_blocks=\"{}\"", m.block_size, m.num_blocks), 1);
+  // vLLM's LoRA gauge, which the Gateway API Inference Extension's endpoint picker reads: parallm serves no adapters,
+  // so both lists are empty (the picker then skips the series instead of failing the scrape); the value is when the
+  // figures were taken, as vLLM's.
+  page.Header("vllm:lora_requests_info", "gauge", "Running stats on lora requests.");
+  page.Sample("vllm:lora_requests_info", "max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"",
+              std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   page.Counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", static_cast<double>(m.prompt_tokens));
   page.Counter("vllm:generation_tokens_total", "Number of generation tokens processed.",
                static_cast<double>(m.generation_tokens));

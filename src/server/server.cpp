@@ -1,4 +1,5 @@
-// RunServer: the acceptor, the model loader, signals and the shutdown sequence around ApiServer.
+// RunServer: the acceptor, the loader thread (running the caller's ModelLoader), signals and the shutdown sequence
+// around ApiServer.
 #include "server/server.h"
 
 #include <csignal>
@@ -6,7 +7,6 @@
 #include <cstdlib>
 #include <thread>
 
-#include "model/synthetic_model.h"
 #include "server/api_server.h"
 
 namespace parallm::server {
@@ -31,12 +31,12 @@ void Accept(tcp::acceptor& acceptor, ApiServer& api, const HttpLimits& limits) {
 
 }  // namespace
 
-int RunServer(const ServerOptions& o) {
-  Say(fmt::format("loading {} ...", o.model));
+int RunServer(const ServerOptions& o, ModelLoader load) {
+  Say(fmt::format("loading {} ...", o.model_root));
   asio::io_context io(1);
   ApiConfig config;
-  config.served_model_name = o.served_model_name.empty() ? o.model : o.served_model_name;
-  config.model_root = o.model;
+  config.served_model_name = o.served_model_name.empty() ? o.model_root : o.served_model_name;
+  config.model_root = o.model_root;
   config.api_key = o.api_key;
   ApiServer api(io, config, o.parse_threads);
 
@@ -66,20 +66,14 @@ int RunServer(const ServerOptions& o) {
   int exit_code = 0;
   std::shared_ptr<AsyncEngine> engine;  // written by the loader, read after it is joined or via io posts
   std::thread loader([&] {
-    auto model = LoadModelSpec(o.model);
-    if (!model.ok()) {
-      std::fprintf(stderr, "error: %s\n", model.status().message().c_str());
+    auto served = load();
+    if (!served.ok()) {
+      std::fprintf(stderr, "error: %s\n", served.status().message().c_str());
       asio::post(io, [&] { exit_code = 1; io.stop(); });
       return;
     }
-    auto text = ModelText::ForModel(o.model, o.tokenizer);
-    if (!text.ok()) {
-      std::fprintf(stderr, "error: %s\n", text.status().message().c_str());
-      asio::post(io, [&] { exit_code = 1; io.stop(); });
-      return;
-    }
-    auto shared_text = std::make_shared<const ModelText>(std::move(*text));
-    auto e = std::make_shared<AsyncEngine>(std::move(*model), o.engine, shared_text->shared_tokenizer(), o.async);
+    auto e = served->engine;
+    auto shared_text = served->text;
     engine = e;
     asio::post(io, [&api, e, shared_text] {
       api.SetEngine(e, shared_text);

@@ -2,6 +2,8 @@
 // escaping, and the engine's "cancelled" reported as vLLM's "abort".
 #include "server/prometheus.h"
 
+#include <string>
+
 #include <gtest/gtest.h>
 
 namespace parallm::server {
@@ -30,6 +32,13 @@ TEST(PrometheusTest, RendersVllmNames) {
   EXPECT_TRUE(Has(page, R"(vllm:num_requests_waiting{model_name="tiny"} 1)"));
   EXPECT_TRUE(Has(page, R"(vllm:kv_cache_usage_perc{model_name="tiny"} 0.25)"));
   EXPECT_TRUE(Has(page, R"(vllm:cache_config_info{block_size="16",num_gpu_blocks="512",model_name="tiny"} 1)"));
+  // The LoRA gauge the inference gateway's endpoint picker reads: no adapters, the value a Unix time.
+  EXPECT_TRUE(Has(page, "# TYPE vllm:lora_requests_info gauge"));
+  const std::string lora =
+      R"(vllm:lora_requests_info{max_lora="0",running_lora_adapters="",waiting_lora_adapters="",model_name="tiny"} )";
+  ASSERT_NE(page.find(lora), std::string::npos);
+  const double when = std::stod(page.substr(page.find(lora) + lora.size()));
+  EXPECT_GT(when, 1.7e9);
   EXPECT_TRUE(Has(page, "# TYPE vllm:prompt_tokens_total counter"));
   EXPECT_TRUE(Has(page, R"(vllm:prompt_tokens_total{model_name="tiny"} 100)"));
   EXPECT_TRUE(Has(page, R"(vllm:generation_tokens_total{model_name="tiny"} 40)"));

@@ -27,9 +27,9 @@ def make_model(binary, tmp, tokenizer_dir):
 class Server:
     """`parallm serve` on port 0; `port` is read from its "listening on" line."""
 
-    def __init__(self, binary, model, *extra, ready=True):
-        args = [binary, "serve", "-m", str(model), "--port", "0", "--served-model-name", MODEL_NAME,
-                "--kv-cache-gb", "0.25", "-t", "2", *map(str, extra)]
+    def __init__(self, binary, model, *extra, ready=True, threads=2, kv_cache_gb=0.25, port=0):
+        args = [binary, "serve", "-m", str(model), "--port", str(port), "--served-model-name", MODEL_NAME,
+                "--kv-cache-gb", str(kv_cache_gb), "-t", str(threads), *map(str, extra)]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines = []
         self.port = None

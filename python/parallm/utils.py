@@ -35,7 +35,11 @@ def load(path_or_hf_repo: str, tokenizer: Optional[str] = None, **engine_options
 
 
 def _params(max_tokens: int, temp: float, top_p: float, repetition_penalty: Optional[float],
-            logit_bias: Optional[Dict[int, float]], extra: Dict[str, Any]) -> SamplingParams:
+            repetition_context_size: Optional[int], logit_bias: Optional[Dict[int, float]],
+            extra: Dict[str, Any]) -> SamplingParams:
+    if repetition_context_size is not None:
+        raise ValueError("repetition_context_size is not supported: parallm's repetition_penalty covers the whole "
+                         "prompt and output")
     return SamplingParams(max_tokens=max_tokens, temperature=temp, top_p=top_p,
                           repetition_penalty=1.0 if repetition_penalty is None else repetition_penalty,
                           logit_bias=logit_bias, **extra)
@@ -49,23 +53,25 @@ def _model(model: Any) -> LLM:
 
 def stream_generate(model: LLM, tokenizer: Tokenizer, prompt: Union[str, Sequence[int]], max_tokens: int = 100,
                     temp: float = 0.0, top_p: float = 1.0, repetition_penalty: Optional[float] = None,
-                    logit_bias: Optional[Dict[int, float]] = None, **sampling: Any) -> Iterator[str]:
+                    repetition_context_size: Optional[int] = None, logit_bias: Optional[Dict[int, float]] = None,
+                    **sampling: Any) -> Iterator[str]:
     """Yields the completion of `prompt` (text, or token ids) piece by piece as it is generated; the pieces
     concatenate to what generate() returns. Other keywords (top_k, min_p, seed, stop, ...) are SamplingParams'.
     Leaving the loop early cancels the request."""
-    params = _params(max_tokens, temp, top_p, repetition_penalty, logit_bias, sampling)
+    params = _params(max_tokens, temp, top_p, repetition_penalty, repetition_context_size, logit_bias, sampling)
     return _model(model).stream_generate(_encode(tokenizer, prompt), params)
 
 
 def generate(model: LLM, tokenizer: Tokenizer, prompt: Union[str, Sequence[int]], max_tokens: int = 100,
              verbose: bool = False, formatter: Optional[Callable[[str, float], None]] = None, temp: float = 0.0,
              top_p: float = 1.0, repetition_penalty: Optional[float] = None,
-             logit_bias: Optional[Dict[int, float]] = None, **sampling: Any) -> str:
+             repetition_context_size: Optional[int] = None, logit_bias: Optional[Dict[int, float]] = None,
+             **sampling: Any) -> str:
     """The completion of one prompt (used as given: no chat template). verbose prints the prompt, the text as
     it comes and the prompt and generation tokens per second, as mlx_parallm does; formatter(text, prob) is
     called per piece instead of printing it (prob is the piece's last token's probability)."""
     llm = _model(model)
-    params = _params(max_tokens, temp, top_p, repetition_penalty, logit_bias, sampling)
+    params = _params(max_tokens, temp, top_p, repetition_penalty, repetition_context_size, logit_bias, sampling)
     if formatter is not None:
         params.logprobs = 0
     prompt_ids = _encode(tokenizer, prompt)
@@ -103,7 +109,8 @@ def generate(model: LLM, tokenizer: Tokenizer, prompt: Union[str, Sequence[int]]
 def batch_generate(model: LLM, tokenizer: Tokenizer, prompts: Sequence[str], max_tokens: int = 100,
                    verbose: bool = False, format_prompts: bool = True, formatter: Optional[Callable] = None,
                    temp: float = 0.0, top_p: float = 1.0, repetition_penalty: Optional[float] = None,
-                   logit_bias: Optional[Dict[int, float]] = None, **sampling: Any) -> List[str]:
+                   repetition_context_size: Optional[int] = None, logit_bias: Optional[Dict[int, float]] = None,
+                   **sampling: Any) -> List[str]:
     """The completions of many prompts, run together in one continuous batch; returns the texts in prompt
     order.
 
@@ -115,7 +122,8 @@ def batch_generate(model: LLM, tokenizer: Tokenizer, prompts: Sequence[str], max
         format_prompts: wrap each prompt as one user message through the model's chat template (mlx_parallm's
             default); False uses them as plain text.
         formatter: accepted for mlx_parallm's signature; batch_generate prints no per-token output.
-        temp, top_p, repetition_penalty, logit_bias: sampling, as mlx_parallm's generate_step.
+        temp, top_p, repetition_penalty, logit_bias: sampling, as mlx_parallm's generate_step (the penalty
+            covers the whole prompt and output: repetition_context_size other than None is refused).
         sampling: other SamplingParams keywords (top_k, min_p, seed, stop, ...).
 
     Prompt tokens per second count every prompt token over the time until the last prompt had been read (its
@@ -123,7 +131,7 @@ def batch_generate(model: LLM, tokenizer: Tokenizer, prompts: Sequence[str], max
     first sampled token to the end. In a continuous batch the two overlap.
     """
     llm = _model(model)
-    params = _params(max_tokens, temp, top_p, repetition_penalty, logit_bias, sampling)
+    params = _params(max_tokens, temp, top_p, repetition_penalty, repetition_context_size, logit_bias, sampling)
     items = []
     for p in prompts:
         if isinstance(p, str):

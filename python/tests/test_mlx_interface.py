@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import parallm
 from conftest import cli_batch, subprocess_env
 
@@ -65,6 +67,13 @@ def test_generate_and_stream_generate(llm, capsys):
     parallm.generate(llm, tokenizer, "Once upon a time", max_tokens=16, verbose=True,
                      formatter=lambda piece, prob: pieces.append((piece, prob)))
     assert "".join(p for p, _ in pieces) == text and all(0 < prob <= 1 for _, prob in pieces)
+    # The repetition penalty is the engine's (whole context); a window is refused, not ignored.
+    penalized = llm.generate("Once upon a time", parallm.SamplingParams(temperature=0, max_tokens=16,
+                                                                        repetition_penalty=1.3))[0].outputs[0]
+    assert parallm.generate(llm, tokenizer, "Once upon a time", max_tokens=16, repetition_penalty=1.3) == \
+        penalized.text
+    with pytest.raises(ValueError, match="repetition_context_size"):
+        parallm.batch_generate(llm, tokenizer, ["x"], repetition_penalty=1.3, repetition_context_size=20)
 
 
 def test_mlx_parallm_demo_runs_with_the_import_changed(qwen3_model, workdir):

@@ -99,16 +99,21 @@ class AsyncLLM:
 
     # -- internals -----------------------------------------------------------------------------------------------
     def _watch(self) -> None:
-        """Has the running loop call _on_ready when the engine left something in the collector."""
+        """Has the running loop call _on_ready when the engine left something in the collector (while any request
+        of this AsyncLLM runs: the loop holds no reference to it otherwise)."""
         loop = asyncio.get_running_loop()
         if self._loop is loop:
             return
-        if self._loop is not None and not self._loop.is_closed():
-            if self._queues:
-                raise RuntimeError("an AsyncLLM serves one event loop at a time")
-            self._loop.remove_reader(self._collector.fileno())
+        if self._loop is not None:
+            raise RuntimeError("an AsyncLLM serves one event loop at a time")
         loop.add_reader(self._collector.fileno(), self._on_ready)
         self._loop = loop
+
+    def _unwatch(self) -> None:
+        if not self._queues and self._loop is not None:
+            if not self._loop.is_closed():
+                self._loop.remove_reader(self._collector.fileno())
+            self._loop = None
 
     def _on_ready(self) -> None:
         for delta in self._collector.take_deltas(0):
@@ -119,8 +124,8 @@ class AsyncLLM:
     async def _deltas(self, item: _Prompt, params: SamplingParams) -> AsyncIterator[Any]:
         """Submits the request (ValueError if the engine refuses it) and yields its progress, step by step;
         leaving early (or the task being cancelled) cancels it."""
-        self._watch()
         native = self._llm._native([item], [params])[0]
+        self._watch()
         tag = next(self._tags)
         queue: asyncio.Queue = asyncio.Queue()
         self._queues[tag] = queue
@@ -129,6 +134,7 @@ class AsyncLLM:
             request = self._llm._engine.submit(self._collector, tag, item.token_ids, native)
         except BaseException:
             del self._queues[tag]
+            self._unwatch()
             raise
         try:
             while not done:
@@ -140,6 +146,7 @@ class AsyncLLM:
                 yield delta
         finally:
             del self._queues[tag]
+            self._unwatch()
             if not done:
                 self._llm._engine.cancel(request)
 

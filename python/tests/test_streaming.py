@@ -139,3 +139,21 @@ def test_asyncio_cancellation_frees_blocks(llm):
     assert last.finished
     assert last.outputs[0].token_ids == llm.chat([{"role": "user", "content": "Hi"}], parallm.SamplingParams(
         temperature=0, max_tokens=5))[0].outputs[0].token_ids
+
+
+def test_threads_share_one_llm(llm):
+    # Calls from several threads at once join the same batch; each gets its own results.
+    params = parallm.SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    expected = [llm.generate(p, params)[0].outputs[0].token_ids for p in PROMPTS[:8]]
+    results = [None] * 8
+
+    def work(i):
+        results[i] = llm.generate(PROMPTS[i], params)[0].outputs[0].token_ids
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == expected
+    _all_blocks_free(llm)

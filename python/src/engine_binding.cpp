@@ -1,5 +1,7 @@
 // _parallm.Engine: a model, its tokenizer and chat template, and the AsyncEngine that runs them on its own thread;
 // Python submits requests into a Collector and cancels them. Also the engine's SamplingParams.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -7,6 +9,7 @@
 #include <pybind11/stl.h>
 
 #include "binding.h"
+#include "cache/kv_storage.h"
 #include "chat/model_text.h"
 #include "collector.h"
 #include "engine/async_engine.h"

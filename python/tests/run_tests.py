@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Runs the package's pytest suite for ctest: first checks that a fresh interpreter imports the built package.
-In a sanitizer build the extension needs the ASan runtime loaded before anything else (PARALLM_ASAN_RUNTIME is
-preloaded; Python's own allocations at exit are not leaks of ours, so leak checking is off); if it still cannot
-load, the suite is skipped (exit 77) with the reason.
+In a sanitizer build the extension needs the ASan runtime loaded before anything else (PARALLM_ASAN_RUNTIME, the
+runtime and libstdc++, is preloaded; Python's own allocations at exit are not leaks of ours, so leak checking is
+off); if it still cannot load, the suite is skipped (exit 77) with the reason.
 
 Usage: run_tests.py [pytest arguments]   (environment: PYTHONPATH, PARALLM_CLI, PARALLM_FIXTURES,
                                           PARALLM_SANITIZE, PARALLM_ASAN_RUNTIME)

@@ -13,6 +13,7 @@ PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy                # tests/reference: the independent numpy forward pass
+  python3-dev pybind11-dev python3-pytest  # python/: the `parallm` package and its tests
 )
 
 SUDO=""
@@ -64,3 +65,10 @@ done
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 echo "setup: built parallm in $BUILD_DIR (binary: $BUILD_DIR/src/cli/parallm)"
+
+# The Python package: a parallm.pth in each python3's site-packages names $BUILD_DIR/python, so `import parallm`
+# works in a fresh shell (python3 on PATH and Debian's, when they differ and share the extension's ABI).
+for PY in $(command -v python3) /usr/bin/python3; do
+  [ -x "$PY" ] || continue
+  "$PY" python/install_pth.py "$BUILD_DIR" || echo "setup: $PY will not import parallm (see above)"
+done

@@ -1,0 +1,215 @@
+"""vLLM's interface (LLM, SamplingParams, RequestOutput, the tokenizer): results equal `parallm batch` for the same
+requests, greedy and seeded, and bad input raises the right Python exception with the engine's message."""
+import json
+import math
+
+import pytest
+
+import parallm
+from conftest import cli_batch, run_cli
+
+WORDS = ["Hello world", "The capital of France is", "Once upon a time", "1 2 3 4 5", "Tell me a joke.",
+         "Ünïcödé テキスト 🙂", "def main():", "a"]
+
+
+def _params(i: int) -> dict:
+    """A mix of greedy and seeded sampling, n > 1, penalties, bias and stop tokens (OpenAI field names)."""
+    variants = [
+        {"temperature": 0, "max_tokens": 12},
+        {"temperature": 0.8, "top_p": 0.9, "seed": 7, "max_tokens": 10},
+        {"temperature": 1.0, "top_k": 20, "seed": 3, "n": 3, "max_tokens": 8},
+        {"temperature": 0.7, "min_p": 0.05, "seed": 11, "presence_penalty": 0.5, "frequency_penalty": 0.3,
+         "max_tokens": 9},
+        {"temperature": 0, "repetition_penalty": 1.3, "max_tokens": 14, "logit_bias": {"100": 5.0}},
+        {"temperature": 0.9, "seed": 5, "max_tokens": 16, "stop_token_ids": [11], "ignore_eos": True},
+    ]
+    return variants[i % len(variants)]
+
+
+def _sampling(fields: dict) -> parallm.SamplingParams:
+    return parallm.SamplingParams(**fields)
+
+
+def test_generate_equals_cli_batch(cli, qwen3_model, llm, workdir):
+    requests, prompts, params = [], [], []
+    for i, text in enumerate(WORDS * 2):
+        fields = _params(i)
+        if i % 3 == 2:  # some as token ids
+            ids = llm.get_tokenizer().encode(text)
+            requests.append({"id": f"r{i}", "prompt_ids": ids, **fields})
+            prompts.append(ids)
+        else:
+            requests.append({"id": f"r{i}", "prompt": text, **fields})
+            prompts.append(text)
+        params.append(_sampling(fields))
+    expected = cli_batch(cli, qwen3_model, requests, workdir, "--max-num-seqs", "16", "--num-kv-blocks", "256")
+    outputs = llm.generate(prompts, params)
+    assert len(outputs) == len(prompts)
+    for request, out in zip(requests, outputs):
+        rec = expected[request["id"]]
+        choices = rec.get("choices", [rec])
+        assert len(out.outputs) == len(choices) == request.get("n", 1)
+        for got, want in zip(out.outputs, choices):
+            assert got.token_ids == want["token_ids"], request
+            assert got.text == want["text"], request
+            assert got.finish_reason == want["finish_reason"], request
+        assert len(out.prompt_token_ids) == rec["usage"]["prompt_tokens"]
+        assert out.finished
+        if isinstance(out.prompt, str):
+            assert out.prompt == request["prompt"]
+        else:
+            assert out.prompt is None and out.prompt_token_ids == request["prompt_ids"]
+
+
+def test_chat_equals_cli_batch(cli, qwen3_model, llm, workdir):
+    conversations = [[{"role": "user", "content": w}] for w in WORDS[:4]]
+    conversations.append([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+                          {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Again"}])
+    requests = [{"id": f"c{i}", "messages": c, "max_tokens": 10, "temperature": 0.6, "seed": i}
+                for i, c in enumerate(conversations)]
+    expected = cli_batch(cli, qwen3_model, requests, workdir)
+    outputs = llm.chat(conversations, [parallm.SamplingParams(max_tokens=10, temperature=0.6, seed=i)
+                                       for i in range(len(conversations))])
+    for request, out in zip(requests, outputs):
+        rec = expected[request["id"]]
+        assert out.outputs[0].token_ids == rec["token_ids"]
+        assert out.outputs[0].text == rec["text"]
+        assert len(out.prompt_token_ids) == rec["usage"]["prompt_tokens"]
+        assert out.prompt.startswith("<|im_start|>") and out.prompt.endswith("<|im_start|>assistant\n")
+    # One conversation (not a list of them) gives one output.
+    single = llm.chat(conversations[0], parallm.SamplingParams(max_tokens=10, temperature=0.6, seed=0))
+    assert len(single) == 1 and single[0].outputs[0].token_ids == outputs[0].outputs[0].token_ids
+
+
+def test_stop_strings_and_logprobs(llm):
+    greedy = parallm.SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
+    full = llm.generate("Once upon a time", greedy)[0].outputs[0]
+    assert full.finish_reason == "length" and len(full.token_ids) == 24
+    assert full.cumulative_logprob is None and full.logprobs is None
+    # A stop string taken from the middle of the greedy text cuts it there.
+    cut = len(full.text) // 2
+    stop = full.text[cut:cut + 3]
+    assert stop.strip(), full.text
+    stopped = llm.generate("Once upon a time", parallm.SamplingParams(
+        temperature=0, max_tokens=24, ignore_eos=True, stop=[stop]))[0].outputs[0]
+    assert stopped.finish_reason == "stop"
+    assert stopped.text == full.text[:full.text.index(stop)]
+    # logprobs=3: per token the sampled one and the top 3, ranks 1..3, cumulative = sum of the sampled ones.
+    out = llm.generate("Once upon a time", parallm.SamplingParams(
+        temperature=0, max_tokens=6, ignore_eos=True, logprobs=3))[0].outputs[0]
+    assert out.token_ids == full.token_ids[:6]
+    assert len(out.logprobs) == 6
+    total = 0.0
+    for token, entry in zip(out.token_ids, out.logprobs):
+        assert token in entry and entry[token].rank == 1  # greedy picks the most likely
+        assert sorted(e.rank for e in entry.values()) == [1, 2, 3]
+        assert all(e.logprob <= 0 for e in entry.values())
+        assert entry[token].decoded_token == llm.get_tokenizer().decode([token], skip_special_tokens=False)
+        total += entry[token].logprob
+    assert math.isclose(out.cumulative_logprob, total, rel_tol=1e-5)
+
+
+def test_prompt_forms(llm):
+    tok = llm.get_tokenizer()
+    p = parallm.SamplingParams(temperature=0, max_tokens=5, ignore_eos=True)
+    ids = tok.encode("Hello world")
+    by_text = llm.generate("Hello world", p)[0]
+    assert by_text.prompt_token_ids == ids
+    for form in (ids, [ids], {"prompt": "Hello world"}, {"prompt_token_ids": ids}, [{"prompt_token_ids": ids}]):
+        assert llm.generate(form, p)[0].outputs[0].token_ids == by_text.outputs[0].token_ids, form
+    assert llm.generate(prompt_token_ids=[ids], sampling_params=p)[0].outputs[0].token_ids == \
+        by_text.outputs[0].token_ids
+    # max_tokens=None: what the context leaves (the request stops at length = max_model_len - prompt).
+    short = parallm.LLM(llm.model_path, max_model_len=16, num_kv_blocks=8)
+    out = short.generate(ids, parallm.SamplingParams(temperature=0, max_tokens=None, ignore_eos=True))[0]
+    assert len(out.outputs[0].token_ids) == 16 - len(ids) and out.outputs[0].finish_reason == "length"
+
+
+def test_tokenizer_equals_cli(cli, qwen3_model, llm, workdir):
+    tok = llm.get_tokenizer()
+    for text in WORDS + ["<|im_start|>user\nHi<|im_end|>"]:
+        r = run_cli(cli, "tokenize", "--tokenizer", qwen3_model, "--json", text)
+        assert tok.encode(text) == json.loads(r.stdout)["ids"], text
+        assert tok.decode(tok.encode(text)) == text.replace("<|im_start|>", "").replace("<|im_end|>", "")
+        assert tok.decode(tok.encode(text), skip_special_tokens=False) == text
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    (workdir / "messages.json").write_text(json.dumps(messages))
+    r = run_cli(cli, "tokenize", "--tokenizer", qwen3_model, "--json", "--chat", workdir / "messages.json")
+    ids = tok.apply_chat_template(messages, add_generation_prompt=True)
+    assert ids == json.loads(r.stdout)["ids"]
+    text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    assert text == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    assert tok.apply_chat_template(messages, tokenize=False) == text[:-len("<|im_start|>assistant\n")]
+    assert tok.eos_token_id is not None and tok.convert_ids_to_tokens(tok.eos_token_id) == tok.eos_token
+    assert tok.convert_tokens_to_ids("<|im_end|>") == tok.encode("<|im_end|>")[0]
+    assert len(tok) == tok.vocab_size == llm.vocab_size
+    assert tok("Hello world")["input_ids"] == tok.encode("Hello world")
+
+
+def test_hf_folder_and_tokenizer_override(cli, llama_folder, fixtures):
+    # A Hugging Face folder carries its tokenizer files; a synthetic model takes one from `tokenizer=`.
+    llm = parallm.LLM(llama_folder, num_kv_blocks=64)
+    tok = llm.get_tokenizer()
+    assert tok.bos_token == "<|begin_of_text|>"
+    r = run_cli(cli, "tokenize", "--tokenizer", llama_folder, "--json", "Hi there")
+    assert tok.encode("Hi there") == json.loads(r.stdout)["ids"]
+    out = llm.chat([{"role": "user", "content": "Hi"}], parallm.SamplingParams(temperature=0, max_tokens=4))[0]
+    assert out.prompt.startswith("<|begin_of_text|><|start_header_id|>")
+    synthetic = parallm.LLM("synthetic:tiny", tokenizer=str(fixtures / "tokenizers" / "qwen3"), num_kv_blocks=64)
+    assert synthetic.get_tokenizer().encode("Hello world") == [9707, 1879]
+    bare = parallm.LLM("synthetic:tiny", num_kv_blocks=64)
+    assert bare.generate([1, 2, 3], parallm.SamplingParams(temperature=0, max_tokens=3, ignore_eos=True))[0] \
+        .outputs[0].text == ""
+    with pytest.raises(ValueError, match="synthetic models have no tokenizer"):
+        bare.generate("Hello")
+
+
+def test_bad_input_raises(llm, workdir):
+    p = parallm.SamplingParams(temperature=0, max_tokens=4)
+    with pytest.raises(FileNotFoundError, match="model not found: /no/such/model.gguf"):
+        parallm.LLM("/no/such/model.gguf")
+    with pytest.raises(FileNotFoundError, match="tokenizer not found"):
+        parallm.LLM(llm.model_path, tokenizer="/no/such/tokenizer.json")
+    garbage = workdir / "garbage.gguf"
+    garbage.write_bytes(b"not a gguf file at all")
+    with pytest.raises(RuntimeError, match="garbage.gguf"):
+        parallm.LLM(str(garbage))
+    with pytest.raises(ValueError, match="max_num_seqs must be >= 1"):
+        parallm.LLM(llm.model_path, max_num_seqs=0)
+    with pytest.raises(ValueError, match="kv_cache_gb must be > 0"):
+        parallm.LLM(llm.model_path, kv_cache_gb=0)
+    with pytest.raises(ValueError, match="prompt 1: temperature must be >= 0"):
+        llm.generate(["a", "b"], [p, parallm.SamplingParams(temperature=-1)])
+    with pytest.raises(ValueError, match="top_p"):
+        llm.generate("a", parallm.SamplingParams(top_p=0))
+    with pytest.raises(ValueError, match="prompt 0: the prompt has 5000 tokens"):
+        llm.generate([[1] * 5000], p)
+    with pytest.raises(ValueError, match="the prompt is empty"):
+        llm.generate([[]], p)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        llm.generate([[llm.vocab_size]], p)
+    with pytest.raises(ValueError, match="KV blocks"):
+        parallm.LLM(llm.model_path, num_kv_blocks=2).generate([[1, 2, 3]], parallm.SamplingParams(max_tokens=100))
+    with pytest.raises(ValueError, match="2 SamplingParams for 3 prompts"):
+        llm.generate(["a", "b", "c"], [p, p])
+    with pytest.raises(TypeError, match="temperature must be a number"):
+        parallm.SamplingParams(temperature="hot")
+    with pytest.raises(TypeError):
+        parallm.SamplingParams(best_of=2)
+    with pytest.raises(TypeError, match="a prompt is a str"):
+        llm.generate([3.5])
+    with pytest.raises(ValueError, match="messages"):
+        llm.get_tokenizer().apply_chat_template([])
+    # Nothing was left running by the refused calls.
+    assert llm.metrics()["num_unfinished"] == 0
+
+
+def test_help_and_stubs():
+    doc = parallm.LLM.__doc__
+    assert "max_num_seqs" in doc and "kv_cache_gb" in doc
+    assert "Completes every prompt" in parallm.LLM.generate.__doc__
+    assert "temperature" in parallm.SamplingParams.__doc__
+    import pathlib
+    package = pathlib.Path(parallm.__file__).parent
+    assert (package / "_parallm.pyi").exists() and (package / "py.typed").exists()
+    assert parallm.__version__

@@ -1,0 +1,159 @@
+"""Streaming and cancellation: stream pieces concatenate to the full text; 64 concurrent asyncio streams into one
+engine equal their solo runs; Ctrl-C, leaving a stream early and cancelling an asyncio task free every KV block."""
+import asyncio
+import signal
+import threading
+import time
+
+import pytest
+
+import parallm
+
+PROMPTS = [f"Question {i}: what is {i} + {i * 7}?" for i in range(64)]
+
+
+def _idle(llm, timeout=10.0):
+    """Waits until the engine has let every request go; returns its metrics."""
+    deadline = time.monotonic() + timeout
+    while True:
+        m = llm.metrics()
+        if m["num_unfinished"] == 0 or time.monotonic() > deadline:
+            return m
+
+
+def _all_blocks_free(llm):
+    m = _idle(llm)
+    assert m["num_unfinished"] == 0, m
+    assert m["num_free_blocks"] == m["num_blocks"], m
+    assert m["num_requests_running"] == 0 and m["num_requests_waiting"] == 0, m
+
+
+def test_stream_generate_concatenates(llm):
+    for params in (parallm.SamplingParams(temperature=0, max_tokens=20, ignore_eos=True),
+                   parallm.SamplingParams(temperature=0.9, seed=4, max_tokens=20),
+                   parallm.SamplingParams(temperature=0, max_tokens=20, ignore_eos=True, stop=["e"])):
+        full = llm.generate("Streaming test", params)[0].outputs[0].text
+        pieces = list(llm.stream_generate("Streaming test", params))
+        assert "".join(pieces) == full
+        assert all(pieces)
+    with pytest.raises(ValueError, match="n=1"):
+        llm.stream_generate("x", parallm.SamplingParams(n=2))
+    with pytest.raises(ValueError, match="temperature"):  # refused when called, not when first iterated
+        llm.stream_generate("x", parallm.SamplingParams(temperature=-2))
+
+
+def test_leaving_a_stream_early_cancels_it(llm):
+    stream = llm.stream_generate("Count", parallm.SamplingParams(temperature=0, max_tokens=2000, ignore_eos=True))
+    next(stream)
+    assert llm.metrics()["num_unfinished"] == 1
+    stream.close()
+    del stream
+    _all_blocks_free(llm)
+
+
+def test_keyboard_interrupt_cancels_generate(llm):
+    # SIGINT arrives while generate() waits on the engine: KeyboardInterrupt, every request cancelled.
+    params = parallm.SamplingParams(temperature=0, max_tokens=3000, ignore_eos=True)
+    started = threading.Event()
+
+    def interrupt():
+        # Once the requests hold KV blocks.
+        while llm.metrics()["num_free_blocks"] == llm.metrics()["num_blocks"]:
+            time.sleep(0.01)
+        started.set()
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    t = threading.Thread(target=interrupt)
+    t.start()
+    with pytest.raises(KeyboardInterrupt):
+        llm.generate(PROMPTS[:8], params)
+    t.join()
+    assert started.is_set()
+    _all_blocks_free(llm)
+    # The engine still serves.
+    assert llm.generate("after", parallm.SamplingParams(temperature=0, max_tokens=3))[0].finished
+
+
+def test_64_concurrent_asyncio_streams_equal_solo_runs(llm):
+    engine = parallm.AsyncLLM(llm)
+    params = [parallm.SamplingParams(temperature=0, max_tokens=12, ignore_eos=True) if i % 2 == 0 else
+              parallm.SamplingParams(temperature=0.8, seed=i, max_tokens=12) for i in range(len(PROMPTS))]
+    solo = [llm.generate(p, sp)[0].outputs[0] for p, sp in zip(PROMPTS, params)]
+
+    async def one_stream(prompt, sp):
+        return "".join([piece async for piece in engine.stream(prompt, sp)])
+
+    async def one_output(prompt, sp):
+        last = None
+        async for out in engine.generate(prompt, sp):
+            last = out
+        return last
+
+    async def main():
+        texts = await asyncio.gather(*(one_stream(p, sp) for p, sp in zip(PROMPTS, params)))
+        outputs = await asyncio.gather(*(one_output(p, sp) for p, sp in zip(PROMPTS, params)))
+        return texts, outputs
+
+    texts, outputs = asyncio.run(main())
+    assert texts == [s.text for s in solo]
+    for out, s in zip(outputs, solo):
+        assert out.finished and out.outputs[0].token_ids == s.token_ids and out.outputs[0].text == s.text
+        assert out.outputs[0].finish_reason == s.finish_reason
+    _all_blocks_free(llm)
+
+
+def test_asyncio_cancellation_frees_blocks(llm):
+    engine = parallm.AsyncLLM(llm)
+    params = parallm.SamplingParams(temperature=0, max_tokens=3000, ignore_eos=True)
+
+    async def consume(prompt):
+        async for _ in engine.stream(prompt, params):
+            pass
+
+    async def main():
+        tasks = [asyncio.create_task(consume(p)) for p in PROMPTS[:16]]
+        while llm.metrics()["num_requests_running"] == 0:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        for t in tasks:
+            t.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(isinstance(r, asyncio.CancelledError) for r in results)
+        # Leaving an async for early cancels too.
+        async for out in engine.generate("break early", params):
+            break
+        # A request the engine refuses raises at its first iteration.
+        with pytest.raises(ValueError, match="the prompt is empty"):
+            async for _ in engine.generate([], params):
+                pass
+
+    asyncio.run(main())
+    _all_blocks_free(llm)
+    # The chat form, after the loop above closed: a new loop is served.
+    async def chat():
+        outs = [o async for o in engine.chat([{"role": "user", "content": "Hi"}],
+                                             parallm.SamplingParams(temperature=0, max_tokens=5))]
+        return outs[-1]
+
+    last = asyncio.run(chat())
+    assert last.finished
+    assert last.outputs[0].token_ids == llm.chat([{"role": "user", "content": "Hi"}], parallm.SamplingParams(
+        temperature=0, max_tokens=5))[0].outputs[0].token_ids
+
+
+def test_threads_share_one_llm(llm):
+    # Calls from several threads at once join the same batch; each gets its own results.
+    params = parallm.SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    expected = [llm.generate(p, params)[0].outputs[0].token_ids for p in PROMPTS[:8]]
+    results = [None] * 8
+
+    def work(i):
+        results[i] = llm.generate(PROMPTS[i], params)[0].outputs[0].token_ids
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == expected
+    _all_blocks_free(llm)

@@ -4,12 +4,13 @@
 // history; Stop cancels a long reply at once (the server counts it aborted and frees it); an error is shown; and
 // every request the page makes goes to the server that served it.
 // Usage: node chat_page_test.mjs CHROMIUM PARALLM_BINARY FIXTURES_DIR   (PARALLM_SCREENSHOT=file.png: a screenshot)
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import assert from "node:assert/strict";
 import puppeteer from "puppeteer-core";
+import { startServer } from "../node/start_server.mjs";
 
 const [chromium, binary, fixtures] = process.argv.slice(2);
 const tmp = mkdtempSync(join(tmpdir(), "parallm-chat-page-"));
@@ -18,20 +19,8 @@ const made = spawnSync(binary, ["make-model", "--arch", "qwen3", "--dtype", "q8_
                                 join(fixtures, "tokenizers", "qwen3"), "-o", model], { encoding: "utf8" });
 assert.equal(made.status, 0, made.stderr);
 
-const server = spawn(binary, ["serve", "-m", model, "--port", "0", "--served-model-name", "tiny", "--kv-cache-gb",
-                              "0.25", "-t", "1"], { stdio: ["ignore", "pipe", "inherit"] });
-const port = await new Promise((resolve, reject) => {
-  let out = "";
-  let found = null;
-  server.stdout.on("data", (d) => {
-    out += d;
-    const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-    if (m) found = Number(m[1]);
-    if (found && out.includes("model ready")) resolve(found);
-  });
-  server.on("exit", (code) => reject(new Error(`server exited with ${code}: ${out}`)));
-  setTimeout(() => reject(new Error(`server not ready: ${out}`)), 60000).unref();
-});
+const { server, port } = await startServer(binary, ["-m", model, "--served-model-name", "tiny", "--kv-cache-gb", "0.25",
+                                                     "-t", "1"]);
 const base = `http://127.0.0.1:${port}`;
 
 async function metric(name, labels = "") {

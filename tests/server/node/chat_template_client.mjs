@@ -3,10 +3,10 @@
 // llama.cpp's collection) or template text on the command line, the client's chat calls, streamed and not, succeed
 // and the prompt is the template's rendering (its token count is what /tokenize gives for the rendered text).
 // Usage: node chat_template_client.mjs PARALLM_BINARY FIXTURES_DIR
-import { spawn } from "node:child_process";
 import { join } from "node:path";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
+import { startServer } from "./start_server.mjs";
 
 const [binary, fixtures] = process.argv.slice(2);
 const model = join(fixtures, "models", "llama-2-tiny-random", "llama-2-tiny-random.gguf");
@@ -14,20 +14,8 @@ const templateFile = join(fixtures, "chat-templates", "mistralai-Mistral-Nemo-In
 
 // Starts `parallm serve` on a free port; resolves to { server, port } once the model is ready.
 async function serve(...extra) {
-  const server = spawn(binary, ["serve", "-m", model, "--port", "0", "--served-model-name", "tiny", "--kv-cache-gb",
-                                "0.05", "-t", "1", ...extra], { stdio: ["ignore", "pipe", "inherit"] });
-  const port = await new Promise((resolve, reject) => {
-    let out = "";
-    let found = null;
-    server.stdout.on("data", (d) => {
-      out += d;
-      const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) found = Number(m[1]);
-      if (found && out.includes("model ready")) resolve(found);
-    });
-    server.on("exit", (code) => reject(new Error(`server exited with ${code}: ${out}`)));
-    setTimeout(() => reject(new Error(`server not ready: ${out}`)), 60000).unref();
-  });
+  const { server, port } = await startServer(binary, ["-m", model, "--served-model-name", "tiny", "--kv-cache-gb", "0.05",
+                                                       "-t", "1", ...extra]);
   return { server, port };
 }
 

@@ -1,13 +1,14 @@
 // The official OpenAI JavaScript client, unchanged, against `parallm serve`: completions and chat, streamed and
 // not, n, logprobs, stop, seed reproducibility, include_usage, and the SDK's error classes for bad input.
 // Usage: node openai_client.mjs PARALLM_BINARY FIXTURES_DIR
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
+import { startServer } from "./start_server.mjs";
 
 const [binary, fixtures] = process.argv.slice(2);
 const here = dirname(fileURLToPath(import.meta.url));
@@ -17,20 +18,8 @@ const made = spawnSync(binary, ["make-model", "--arch", "qwen3", "--dtype", "q8_
                                 join(fixtures, "tokenizers", "qwen3"), "-o", model], { encoding: "utf8" });
 assert.equal(made.status, 0, made.stderr);
 
-const server = spawn(binary, ["serve", "-m", model, "--port", "0", "--served-model-name", "tiny", "--api-key",
-                              "sk-test", "--kv-cache-gb", "0.25", "-t", "2"], { stdio: ["ignore", "pipe", "inherit"] });
-const port = await new Promise((resolve, reject) => {
-  let out = "";
-  let found = null;
-  server.stdout.on("data", (d) => {
-    out += d;
-    const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-    if (m) found = Number(m[1]);
-    if (found && out.includes("model ready")) resolve(found);
-  });
-  server.on("exit", (code) => reject(new Error(`server exited with ${code}: ${out}`)));
-  setTimeout(() => reject(new Error(`server not ready: ${out}`)), 60000).unref();
-});
+const { server, port } = await startServer(binary, ["-m", model, "--served-model-name", "tiny", "--api-key", "sk-test",
+                                                     "--kv-cache-gb", "0.25", "-t", "2"]);
 
 const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "sk-test", maxRetries: 0 });
 const HOT = { temperature: 100, top_k: 20 };  // the random model is very peaked: sampling must matter

@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include "model/family_config.h"
 #include "model/model.h"
 #include "model/model_writer.h"
 #include "model/synthetic.h"
@@ -39,16 +38,7 @@ inline std::string WriteTinyModel(const TinyModelOptions& o, const std::string& 
   if (o.vocab > 0) config->vocab = o.vocab;
   if (o.sliding_window >= 0) config->sliding_window = o.sliding_window;
   if (o.partial_rotary > 0) config->rotary_dim = static_cast<int>(config->head_dim * o.partial_rotary);
-  if (o.longrope_original > 0) {
-    ModelConfig::LongRope r;
-    for (int i = 0; i < config->rotary() / 2; ++i) {
-      r.short_factors.push_back(1.0f + 0.1f * static_cast<float>(i));
-      r.long_factors.push_back(1.0f + 2.0f * static_cast<float>(i));
-    }
-    r.original_max_position = o.longrope_original;
-    r.attn_factor = LongRopeAttnFactor(config->context_length, o.longrope_original);
-    config->rope_longrope = r;
-  }
+  if (o.longrope_original > 0) config->rope_longrope = SyntheticLongRope(*config, o.longrope_original);
   WriteOptions options;
   options.format = o.format;
   options.gguf_type = o.gguf_type;

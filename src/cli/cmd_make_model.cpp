@@ -68,15 +68,8 @@ int Run(const MakeModelOptions& o) {
     c.rope_freq_factors = Llama3RopeFactors(c.head_dim, c.rope_theta, 8, 1, 4, 512);
   } else if (o.rope_scaling == "longrope") {
     if (c.arch != Arch::kPhi3) return Fail("--rope-scaling longrope is Phi-3's (--arch phi3)");
-    // Fixed factors, far apart, so that which set a token rotates with shows in its logits.
-    ModelConfig::LongRope r;
-    for (int i = 0; i < c.rotary() / 2; ++i) {
-      r.short_factors.push_back(1.0f + 0.1f * static_cast<float>(i));
-      r.long_factors.push_back(1.0f + 2.0f * static_cast<float>(i));
-    }
-    r.original_max_position = o.original_context > 0 ? o.original_context : std::min(4096, c.context_length);
-    r.attn_factor = LongRopeAttnFactor(c.context_length, r.original_max_position);
-    c.rope_longrope = std::move(r);
+    c.rope_longrope =
+        SyntheticLongRope(c, o.original_context > 0 ? o.original_context : std::min(4096, c.context_length));
   } else if (!o.rope_scaling.empty() && o.rope_scaling != "none") {
     return Fail("--rope-scaling takes llama3, longrope (phi3) or none");
   }

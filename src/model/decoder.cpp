@@ -211,13 +211,14 @@ void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits
     PARALLM_CHECK(seq.token_begin >= 0 && seq.token_begin + seq.num_tokens <= T);
     for (int32_t i = 0; i < seq.num_tokens; ++i) token_seq_[static_cast<size_t>(seq.token_begin + i)] = static_cast<int32_t>(s);
   }
+  const float embed_scale = c.EmbedScale();
   for (int64_t t = 0; t < T; ++t) {
     PARALLM_CHECK_MSG(token_seq_[static_cast<size_t>(t)] >= 0, "token not covered by any sequence");
     PARALLM_CHECK(batch.tokens[static_cast<size_t>(t)] >= 0 && batch.tokens[static_cast<size_t>(t)] < c.vocab);
     float* row = x_.data() + t * H;
     DequantizeMatrixRow(w.token_embd, batch.tokens[static_cast<size_t>(t)], row);
-    if (c.scale_embeddings)
-      for (int64_t i = 0; i < H; ++i) row[i] *= c.EmbedScale();
+    if (embed_scale != 1.0f)
+      for (int64_t i = 0; i < H; ++i) row[i] *= embed_scale;
   }
 
   Ops ops(*this, batch, kv, pool);

@@ -114,6 +114,17 @@ Result<ModelConfig> PresetConfig(const std::string& preset, const Arch* arch) {
   return c;
 }
 
+ModelConfig::LongRope SyntheticLongRope(const ModelConfig& c, int original_max_position) {
+  ModelConfig::LongRope r;
+  for (int i = 0; i < c.rotary() / 2; ++i) {
+    r.short_factors.push_back(1.0f + 0.1f * static_cast<float>(i));
+    r.long_factors.push_back(1.0f + 2.0f * static_cast<float>(i));
+  }
+  r.original_max_position = original_max_position;
+  r.attn_factor = LongRopeAttnFactor(c.context_length, original_max_position);
+  return r;
+}
+
 Status GenerateRandomWeights(const ModelConfig& c, uint64_t seed, const TensorSink& sink) {
   const int64_t H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), F = c.ffn, V = c.vocab;
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {

@@ -19,6 +19,10 @@ std::vector<std::string> PresetNames();
 // a different `arch` (nullptr: the preset's own).
 Result<ModelConfig> PresetConfig(const std::string& preset, const Arch* arch);
 
+// Fixed LongRoPE factors for synthetic Phi-3 models (short 1 + 0.1 i, long 1 + 2 i: far apart, so which set a
+// token rotates with shows in its logits), switching past `original_max_position`.
+ModelConfig::LongRope SyntheticLongRope(const ModelConfig& c, int original_max_position);
+
 // Calls `sink` with every tensor of a random model of shape `c` (canonical names, Hugging Face RoPE pairing,
 // i.e. RopeStyle::kHalf). Values depend only on (seed, tensor name): matrices are uniform with standard
 // deviation 1/sqrt(fan_in), norm weights near 1, biases small. Also emits rope_freqs.weight when the

@@ -29,16 +29,21 @@ boost::json::object RunFigures::ToJson() const {
           {"decode_tokens_per_s", decode_tps},
           {"generation_tokens_per_s", generation_tps()},
           {"prompt_tokens_per_s", prompt_tps()},
-          {"total_tokens_per_s", total_tps()}};
+          {"total_tokens_per_s", total_tps()},
+          {"spec_draft_tokens", draft_tokens},
+          {"spec_accepted_tokens", accepted_tokens}};
 }
 
 Result<RunFigures> Measure(LLM& llm, const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens) {
   SamplingParams p;
   p.max_tokens = max_tokens;
   p.ignore_eos = true;
+  const Scheduler::SpecStats spec_before = llm.engine().scheduler().spec_stats();
   const auto start = std::chrono::steady_clock::now();
   PARALLM_ASSIGN_OR_RETURN(std::vector<Completion> done, llm.Generate(prompts, {p}));
   RunFigures f;
+  f.draft_tokens = llm.engine().scheduler().spec_stats().num_draft_tokens - spec_before.num_draft_tokens;
+  f.accepted_tokens = llm.engine().scheduler().spec_stats().num_accepted_tokens - spec_before.num_accepted_tokens;
   f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   f.requests = static_cast<int32_t>(done.size());
   int64_t tpot_n = 0;

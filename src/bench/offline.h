@@ -33,6 +33,9 @@ struct RunFigures {
   // Sum over requests of (tokens after the first) / (time after the first token): the aggregate decode rate
   // while they run together, with the prefill excluded.
   double decode_tps = 0;
+  // Speculative decoding: draft tokens computed in the run, and of those accepted (0 when it is off).
+  int64_t draft_tokens = 0;
+  int64_t accepted_tokens = 0;
   double generation_tps() const { return generated_tokens / seconds; }
   double prompt_tps() const { return prompt_tokens / seconds; }
   double total_tps() const { return (prompt_tokens + generated_tokens) / seconds; }

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/speculative_option.h"
 #include "engine/llm.h"
 #include "openai/request_json.h"
 #include "util/progress.h"
@@ -32,6 +33,7 @@ struct BatchOptions {
   int max_num_seqs = 64;
   int max_num_batched_tokens = 512;
   bool no_prefix_caching = false;
+  SpeculativeConfig speculative;
 };
 
 // Ids of results already written without error (resume skips them).
@@ -59,6 +61,7 @@ int Run(const BatchOptions& o) {
   config.enable_prefix_caching = !o.no_prefix_caching;
   config.scheduler.max_num_seqs = o.max_num_seqs;
   config.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+  config.scheduler.speculative = o.speculative;
   if (o.max_model_len > 0) config.scheduler.max_model_len = o.max_model_len;
   auto model = LoadModelForCommand(o.model, o.max_model_len);
   if (!model.ok()) return Fail(model.status().message());
@@ -195,6 +198,7 @@ void AddBatchCommand(CLI::App& app) {
   cmd->add_option("--block-size", o->block_size, "Tokens per KV block")->capture_default_str();
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "Requests running at once")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step")->capture_default_str();
+  AddSpeculativeOption(cmd, &o->speculative);
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Do not share KV blocks between requests with a common prefix");
   cmd->callback([o] { ExitOnError(Run(*o)); });
 }

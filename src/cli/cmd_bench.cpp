@@ -21,6 +21,7 @@
 #include "chat/model_text.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/speculative_option.h"
 #include "model/synthetic_model.h"
 #include "util/mapped_file.h"
 #include "util/progress.h"
@@ -39,6 +40,7 @@ struct BenchOptions {
   std::string output;
   std::string chart;  // SVG file (bench batching)
   std::string tokenizer;
+  SpeculativeConfig speculative;
 };
 
 // Today's date in UTC, for reports and chart subtitles: "2026-11-30 17:20 UTC".
@@ -66,6 +68,7 @@ EngineConfig Config(const BenchOptions& o, int max_seqs, bool prefix_caching = t
   c.enable_prefix_caching = prefix_caching;
   c.scheduler.max_num_seqs = max_seqs;
   c.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+  c.scheduler.speculative = o.speculative;
   if (o.max_model_len > 0) c.scheduler.max_model_len = o.max_model_len;
   return c;
 }
@@ -110,6 +113,10 @@ int RunThroughput(const BenchOptions& o) {
                 static_cast<long long>(f->prompt_tokens), static_cast<long long>(f->generated_tokens), f->seconds,
                 f->ttft_mean * 1e3, f->tpot_mean * 1e3, f->generation_tps(), f->prompt_tps(), f->total_tps(),
                 HumanBytes(static_cast<double>(bench::PeakRssBytes())).c_str());
+    if (o.speculative.enabled())
+      std::printf("     speculative decoding: %lld of %lld draft tokens accepted (%.1f%%)\n",
+                  static_cast<long long>(f->accepted_tokens), static_cast<long long>(f->draft_tokens),
+                  f->draft_tokens > 0 ? 100.0 * static_cast<double>(f->accepted_tokens) / f->draft_tokens : 0.0);
     runs.push_back(f->ToJson());
   }
   report["runs"] = runs;
@@ -458,6 +465,7 @@ void AddModelOptions(CLI::App* cmd, BenchOptions& o) {
   cmd->add_option("--kv-cache-gb", o.kv_cache_gb, "KV cache size in GiB")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "Tokens per engine step")->capture_default_str();
   AddMaxModelLenOption(cmd, &o.max_model_len);
+  AddSpeculativeOption(cmd, &o.speculative);
   cmd->add_option("--output", o.output, "Write the figures as JSON to this file");
 }
 

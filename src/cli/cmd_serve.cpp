@@ -1,6 +1,7 @@
 // `parallm serve`: the OpenAI-compatible HTTP server (docs/API.md) on the continuous-batching engine.
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/speculative_option.h"
 #include "server/server.h"
 
 namespace parallm::cli {
@@ -47,6 +48,7 @@ void AddServeCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", *no_prefix_caching,
                 "Do not share KV blocks between requests with a common prefix");
+  AddSpeculativeOption(cmd, &m->engine.scheduler.speculative);
   cmd->add_option("--max-queued-requests", m->async.max_queued_requests,
                   "Requests waiting beyond those running; more get HTTP 429")
       ->capture_default_str();

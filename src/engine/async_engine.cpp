@@ -298,6 +298,9 @@ void AsyncEngine::UpdateGauges() {
   metrics_.num_requests_waiting = s.num_waiting() + static_cast<int32_t>(inbox);
   metrics_.kv_cache_usage = metrics_.num_blocks > 0 ? 1.0 - static_cast<double>(kv.num_free_blocks()) / metrics_.num_blocks : 0;
   metrics_.num_preemptions = s.num_preemptions();
+  metrics_.spec_decode_num_drafts = s.spec_stats().num_drafts;
+  metrics_.spec_decode_num_draft_tokens = s.spec_stats().num_draft_tokens;
+  metrics_.spec_decode_num_accepted_tokens = s.spec_stats().num_accepted_tokens;
   metrics_.prefix_cache_queries = kv.stats().query_tokens;
   metrics_.prefix_cache_hits = kv.stats().hit_tokens;
 }

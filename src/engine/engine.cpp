@@ -81,53 +81,90 @@ void Engine::ForkCopies(const ScheduledRequest& s, std::span<const float> logits
     for (const auto& [src, dst] : copies) kv_storage_.CopyBlock(src, dst);
     RequestOutput out{child->id, parent.id, k, {first.token}, {}, false, nullptr};
     if (params.logprobs >= 0) out.new_samples.push_back(first);
-    outputs->push_back(std::move(out));
+    const Request* copy = child.get();  // alive until the next Update hands it out, if it finishes at once
     scheduler_.AddForked(std::move(child), first, shares);
+    if (copy->is_finished() && copy->finish_reason == FinishReason::kStop) {
+      out.new_tokens.clear();  // its first token was a stop token: not part of the output
+      out.new_samples.clear();
+    }
+    outputs->push_back(std::move(out));
   }
+}
+
+std::vector<SampleResult> Engine::SampleWithDraft(Request& r, std::span<float> rows, int32_t num_draft) {
+  const size_t vocab = static_cast<size_t>(model_.config().vocab);
+  if (num_draft == 0) return {r.sampler.Sample(rows, r.prompt(), r.output())};
+  // Speculative decoding with a draft of single tokens (a point mass per position): rejection sampling accepts
+  // draft token d with probability p(d) and otherwise draws from p without d. Drawing t ~ p and accepting d iff
+  // t == d is that same procedure, and it draws exactly as decoding without a draft would: the output, greedy or
+  // seeded, is the same with speculation on or off.
+  std::vector<SampleResult> results;
+  std::vector<int32_t> output(r.output().begin(), r.output().end());
+  for (int32_t j = 0; j <= num_draft; ++j) {
+    results.push_back(r.sampler.Sample(rows.subspan(static_cast<size_t>(j) * vocab, vocab), r.prompt(), output));
+    if (j == num_draft || results.back().token != r.draft_tokens[static_cast<size_t>(j)]) break;
+    output.push_back(results.back().token);
+  }
+  return results;
 }
 
 std::vector<RequestOutput> Engine::Step() {
   const SchedulerOutput out = scheduler_.Schedule();
-  std::vector<SampleResult> sampled;
+  std::vector<std::vector<SampleResult>> sampled;
   std::vector<RequestOutput> outputs;
+  std::vector<std::pair<Request*, int32_t>> appended;  // (sampling request, its token count before Update)
   if (!out.empty()) {
     std::vector<float>& logits = runner_.Execute(out);
     const size_t vocab = static_cast<size_t>(model_.config().vocab);
     std::vector<const ScheduledRequest*> sampling;
-    for (const ScheduledRequest& s : out.scheduled)
-      if (s.samples) sampling.push_back(&s);
+    std::vector<size_t> first_row;  // each sampling request's first logits row: one, plus one per draft token
+    for (size_t row = 0; const ScheduledRequest& s : out.scheduled)
+      if (s.samples) {
+        sampling.push_back(&s);
+        first_row.push_back(row);
+        row += 1 + static_cast<size_t>(s.num_draft_tokens);
+      }
     // A request about to fork its n - 1 copies needs its row as the model gave it: samplers work in place.
     std::vector<std::vector<float>> fork_rows(sampling.size());
     for (size_t i = 0; i < sampling.size(); ++i) {
       const Request& r = *sampling[i]->request;
       if (r.params.n > 1 && r.parent_id == 0 && r.num_output_tokens() == 0)
-        fork_rows[i].assign(logits.begin() + static_cast<std::ptrdiff_t>(i * vocab),
-                            logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * vocab));
+        fork_rows[i].assign(logits.begin() + static_cast<std::ptrdiff_t>(first_row[i] * vocab),
+                            logits.begin() + static_cast<std::ptrdiff_t>((first_row[i] + 1) * vocab));
     }
-    // Each request samples from its own row with its own RNG: in parallel, and the same on any thread.
+    // Each request samples from its own rows with its own RNG: in parallel, and the same on any thread.
     sampled.resize(sampling.size());
     pool_.ParallelFor(static_cast<int64_t>(sampling.size()), [&](int64_t i, int) {
-      Request& r = *sampling[static_cast<size_t>(i)]->request;
-      std::span<float> row(logits.data() + static_cast<size_t>(i) * vocab, vocab);
-      sampled[static_cast<size_t>(i)] = r.sampler.Sample(row, r.prompt(), r.output());
+      const ScheduledRequest& s = *sampling[static_cast<size_t>(i)];
+      std::span<float> rows(logits.data() + first_row[static_cast<size_t>(i)] * vocab,
+                            (1 + static_cast<size_t>(s.num_draft_tokens)) * vocab);
+      sampled[static_cast<size_t>(i)] = SampleWithDraft(*s.request, rows, s.num_draft_tokens);
     });
     for (size_t i = 0; i < sampling.size(); ++i) {
-      const Request& r = *sampling[i]->request;
-      RequestOutput o{r.id, r.parent_id, r.choice_index, {sampled[i].token}, {}, false, nullptr};
-      if (r.params.logprobs >= 0) o.new_samples.push_back(sampled[i]);
+      Request& r = *sampling[i]->request;
+      RequestOutput o{r.id, r.parent_id, r.choice_index, {}, {}, false, nullptr};
+      for (const SampleResult& result : sampled[i]) o.new_tokens.push_back(result.token);
+      if (r.params.logprobs >= 0) o.new_samples = sampled[i];
       outputs.push_back(std::move(o));
+      appended.emplace_back(&r, r.num_tokens());
       if (!fork_rows[i].empty()) ForkCopies(*sampling[i], fork_rows[i], &outputs);
     }
   }
   std::vector<std::unique_ptr<Request>> finished = scheduler_.Update(out, sampled);
+  // The output is what the requests gained: a stop token is not part of it (OpenAI and vLLM leave it out), nor
+  // are tokens sampled after it in the same step. Requests that finished are still alive in `finished`.
+  for (size_t i = 0; i < appended.size(); ++i) {
+    const auto [r, before] = appended[i];
+    auto it = std::find_if(outputs.begin(), outputs.end(), [&](const RequestOutput& o) { return o.id == r->id; });
+    const size_t gained = static_cast<size_t>(std::max(0, r->num_tokens() - before));
+    it->new_tokens.resize(std::min(it->new_tokens.size(), gained));
+    it->new_samples.resize(std::min(it->new_samples.size(), gained));
+  }
   for (auto& r : finished) {
     auto it = std::find_if(outputs.begin(), outputs.end(), [&](const RequestOutput& o) { return o.id == r->id; });
     if (it == outputs.end()) {
       outputs.push_back(RequestOutput{r->id, r->parent_id, r->choice_index, {}, {}, true, nullptr});
       it = outputs.end() - 1;
-    } else if (r->finish_reason == FinishReason::kStop) {
-      it->new_tokens.clear();  // the stop token is not part of the output
-      it->new_samples.clear();
     }
     it->finished = true;
     it->request = std::move(r);

@@ -60,6 +60,9 @@ class Engine {
 
  private:
   static EngineConfig Resolve(const Model& model, EngineConfig config);
+  // Samples one token from `rows` (one row), or with a draft of num_draft tokens (num_draft + 1 rows) the
+  // accepted draft tokens and the token after them.
+  std::vector<SampleResult> SampleWithDraft(Request& r, std::span<float> rows, int32_t num_draft);
   // n > 1: forks copies 1..n-1 of `parent`, whose prompt was just computed; `logits` is its row.
   void ForkCopies(const ScheduledRequest& parent, std::span<const float> logits, std::vector<RequestOutput>* outputs);
 

@@ -42,6 +42,9 @@ struct EngineMetrics {
   int64_t prefix_cache_queries = 0;   // prompt tokens looked up in the prefix cache
   int64_t prefix_cache_hits = 0;      // of those, tokens found cached
   int64_t num_preemptions = 0;
+  int64_t spec_decode_num_drafts = 0;           // steps in which a request computed a draft
+  int64_t spec_decode_num_draft_tokens = 0;     // draft tokens computed
+  int64_t spec_decode_num_accepted_tokens = 0;  // of those, accepted
   std::map<std::string, int64_t> request_success;  // finished requests by finish reason: stop, length, abort
   // Histograms, in seconds.
   Histogram time_to_first_token;      // arrival -> first token

@@ -24,12 +24,17 @@ std::vector<float>& ModelRunner::Execute(const SchedulerOutput& out) {
     PARALLM_CHECK(static_cast<int64_t>(table.size()) * bs >= end);
     batch.sequences.push_back(
         SequenceSlice{static_cast<int32_t>(tokens_.size()), s.num_new_tokens, end, table, r.num_prompt_tokens});
+    PARALLM_CHECK(static_cast<size_t>(s.num_draft_tokens) == r.draft_tokens.size());
     for (int32_t p = s.num_computed_tokens; p < end; ++p) {
-      tokens_.push_back(r.tokens[static_cast<size_t>(p)]);
+      // Past the request's tokens come its draft's (speculative decoding).
+      tokens_.push_back(p < r.num_tokens() ? r.tokens[static_cast<size_t>(p)]
+                                           : r.draft_tokens[static_cast<size_t>(p - r.num_tokens())]);
       positions_.push_back(p);
       slots_.push_back(static_cast<int64_t>(table[static_cast<size_t>(p / bs)]) * bs + p % bs);
     }
-    if (s.samples) logits_indices_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
+    // One row for the last token, and one for each draft token: the sampler checks the draft against them.
+    if (s.samples)
+      for (int32_t j = s.num_draft_tokens; j >= 0; --j) logits_indices_.push_back(static_cast<int32_t>(tokens_.size()) - 1 - j);
   }
   batch.tokens = tokens_;
   batch.positions = positions_;

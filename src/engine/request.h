@@ -45,6 +45,11 @@ struct Request {
   int32_t num_cached_tokens = 0;  // prompt tokens found in the prefix cache on first schedule
   int32_t num_preemptions = 0;
   std::vector<SampleResult> samples;  // per output token, when logprobs were asked
+  // Speculative decoding: this step's draft (tokens after the last one, proposed by the scheduler and computed
+  // with it), and the totals of drafted and accepted tokens.
+  std::vector<int32_t> draft_tokens;
+  int64_t num_draft_tokens = 0;
+  int64_t num_accepted_tokens = 0;
 
   Clock::time_point arrival;
   std::optional<Clock::time_point> first_scheduled;

@@ -53,6 +53,7 @@ void Scheduler::Preempt(Request* r) {
   // runs again, mostly from the prefix cache if its blocks are still there.
   kv_->Free(r->id);
   r->num_computed_tokens = 0;
+  r->draft_tokens.clear();
   r->status = RequestStatus::kPreempted;
   r->num_preemptions++;
   num_preemptions_++;
@@ -74,14 +75,23 @@ void Scheduler::Finish(Request* r, FinishReason reason) {
 SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput out;
   int32_t budget = config_.max_num_batched_tokens;
+  const SpeculativeConfig& spec = config_.speculative;
+  const bool drafting = spec.enabled() && (spec.disable_by_batch_size == 0 ||
+                                           static_cast<int32_t>(running_.size()) <= spec.disable_by_batch_size);
 
   // Running requests first: decodes, and prompts whose prefill continues in chunks.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* r = running_[i];
     const int32_t num_new = std::min(r->num_tokens() - r->num_computed_tokens, budget);
     PARALLM_CHECK(num_new > 0);
+    r->draft_tokens.clear();
+    if (drafting && r->num_tokens() - r->num_computed_tokens == 1) r->draft_tokens = ProposeDraft(*r, budget - 1);
     bool self_preempted = false;
-    while (!kv_->AllocateSlots(r->id, r->num_computed_tokens, num_new)) {
+    while (!kv_->AllocateSlots(r->id, r->num_computed_tokens, num_new + static_cast<int32_t>(r->draft_tokens.size()))) {
+      if (!r->draft_tokens.empty()) {  // a draft never preempts anyone: the step goes without it
+        r->draft_tokens.clear();
+        continue;
+      }
       // Out of blocks: preempt the request that started last (it has done the least work).
       Request* victim = running_.back();
       running_.pop_back();
@@ -93,8 +103,10 @@ SchedulerOutput Scheduler::Schedule() {
       }
     }
     if (self_preempted) break;
-    out.scheduled.push_back({r, r->num_computed_tokens, num_new, r->num_computed_tokens + num_new == r->num_tokens()});
-    budget -= num_new;
+    const int32_t num_draft = static_cast<int32_t>(r->draft_tokens.size());
+    out.scheduled.push_back({r, r->num_computed_tokens, num_new + num_draft,
+                             r->num_computed_tokens + num_new == r->num_tokens(), num_draft});
+    budget -= num_new + num_draft;
     ++i;
   }
 
@@ -117,6 +129,14 @@ SchedulerOutput Scheduler::Schedule() {
   }
   out.num_tokens = config_.max_num_batched_tokens - budget;
   return out;
+}
+
+std::vector<int32_t> Scheduler::ProposeDraft(const Request& r, int32_t budget) const {
+  // Every drafted token may be accepted and one more sampled after them: none may pass max_tokens or the context.
+  const int32_t room = std::min({config_.speculative.num_speculative_tokens, budget,
+                                 r.params.max_tokens - r.num_output_tokens() - 1,
+                                 config_.max_model_len - r.num_tokens() - 1});
+  return ProposeNgramDraft(r.tokens, config_.speculative, room);
 }
 
 bool Scheduler::StopsAfter(const Request& r) const {
@@ -146,16 +166,42 @@ bool Scheduler::AppendToken(Request* r, const SampleResult& result) {
 }
 
 std::vector<std::unique_ptr<Request>> Scheduler::Update(const SchedulerOutput& out,
-                                                        const std::vector<SampleResult>& sampled) {
+                                                        const std::vector<std::vector<SampleResult>>& sampled) {
   size_t next_sample = 0;
   for (const ScheduledRequest& s : out.scheduled) {
     Request* r = s.request;
+    const std::vector<SampleResult>* results = nullptr;
+    if (s.samples) {
+      PARALLM_CHECK(next_sample < sampled.size());
+      results = &sampled[next_sample++];
+    }
     if (r->is_finished()) continue;  // cancelled during the step
-    r->num_computed_tokens = s.num_computed_tokens + s.num_new_tokens;
-    kv_->CacheFullBlocks(r->id, std::span<const int32_t>(r->tokens), r->num_computed_tokens);
-    if (!s.samples) continue;
-    PARALLM_CHECK(next_sample < sampled.size());
-    AppendToken(r, sampled[next_sample++]);
+    if (results == nullptr) {
+      r->num_computed_tokens = s.num_computed_tokens + s.num_new_tokens;
+      kv_->CacheFullBlocks(r->id, std::span<const int32_t>(r->tokens), r->num_computed_tokens);
+      continue;
+    }
+    // The results are the accepted draft tokens, then the token sampled after them: the K/V of the accepted
+    // ones is valid, a rejected draft's is not (its slots are overwritten when the sequence gets there).
+    const int32_t accepted = static_cast<int32_t>(results->size()) - 1;
+    PARALLM_CHECK(accepted >= 0 && accepted <= s.num_draft_tokens);
+    for (int32_t j = 0; j < accepted; ++j) PARALLM_CHECK((*results)[static_cast<size_t>(j)].token == r->draft_tokens[static_cast<size_t>(j)]);
+    r->num_computed_tokens = s.num_computed_tokens + s.num_new_tokens - s.num_draft_tokens + accepted;
+    r->num_draft_tokens += s.num_draft_tokens;
+    r->num_accepted_tokens += accepted;
+    if (s.num_draft_tokens > 0) ++spec_stats_.num_drafts;
+    spec_stats_.num_draft_tokens += s.num_draft_tokens;
+    spec_stats_.num_accepted_tokens += accepted;
+    if (accepted == 0) {
+      kv_->CacheFullBlocks(r->id, std::span<const int32_t>(r->tokens), r->num_computed_tokens);
+    } else {
+      std::vector<int32_t> tokens = r->tokens;  // the blocks' tokens include the accepted draft
+      tokens.insert(tokens.end(), r->draft_tokens.begin(), r->draft_tokens.begin() + accepted);
+      kv_->CacheFullBlocks(r->id, tokens, r->num_computed_tokens);
+    }
+    r->draft_tokens.clear();
+    for (const SampleResult& result : *results)
+      if (AppendToken(r, result)) break;
   }
   PARALLM_CHECK(next_sample == sampled.size());
   std::vector<std::unique_ptr<Request>> done = std::move(finished_);

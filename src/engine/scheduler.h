@@ -13,6 +13,7 @@
 
 #include "cache/kv_cache_manager.h"
 #include "engine/request.h"
+#include "engine/speculation.h"
 
 namespace parallm {
 
@@ -20,6 +21,7 @@ struct SchedulerConfig {
   int32_t max_num_seqs = 64;             // requests running at once
   int32_t max_num_batched_tokens = 512;  // tokens per step (prefill chunks + decodes)
   int32_t max_model_len = 4096;          // prompt + output limit per request
+  SpeculativeConfig speculative;         // prompt-lookup drafts for decoding requests (off by default)
 };
 
 struct ScheduledRequest {
@@ -27,6 +29,9 @@ struct ScheduledRequest {
   int32_t num_computed_tokens;  // before this step
   int32_t num_new_tokens;       // computed this step: tokens [num_computed_tokens, + num_new_tokens)
   bool samples;                 // the chunk reaches the request's last token: a new token is sampled
+  // The last num_draft_tokens of the new tokens are the request's draft_tokens (speculative decoding): the
+  // step samples at each of them as well, num_draft_tokens + 1 samples in all.
+  int32_t num_draft_tokens = 0;
 };
 
 struct SchedulerOutput {
@@ -57,9 +62,11 @@ class Scheduler {
 
   SchedulerOutput Schedule();
   // After the step ran: advances num_computed_tokens, caches full blocks, appends sampled tokens
-  // (`sampled[i]` belongs to the i-th scheduled request that samples), applies stop conditions, frees finished
-  // requests' blocks. Returns the requests that finished this step (ownership passes to the caller).
-  std::vector<std::unique_ptr<Request>> Update(const SchedulerOutput& out, const std::vector<SampleResult>& sampled);
+  // (`sampled[i]` belongs to the i-th scheduled request that samples: one token, or with a draft the accepted
+  // draft tokens and the one sampled after them), applies stop conditions, frees finished requests' blocks.
+  // Returns the requests that finished this step (ownership passes to the caller).
+  std::vector<std::unique_ptr<Request>> Update(const SchedulerOutput& out,
+                                               const std::vector<std::vector<SampleResult>>& sampled);
 
   // Requests still waiting or running.
   int32_t num_unfinished() const { return static_cast<int32_t>(waiting_.size() + running_.size()); }
@@ -69,6 +76,13 @@ class Scheduler {
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   const std::vector<Request*>& running() const { return running_; }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Speculative decoding's totals over all requests.
+  struct SpecStats {
+    int64_t num_drafts = 0;           // (request, step) pairs that computed a draft
+    int64_t num_draft_tokens = 0;
+    int64_t num_accepted_tokens = 0;
+  };
+  const SpecStats& spec_stats() const { return spec_stats_; }
 
   // Aborts if any invariant is broken: every running request holds blocks for its computed tokens, waiting
   // requests hold none, no request is in two queues, the cache manager's own invariants.
@@ -78,6 +92,8 @@ class Scheduler {
   void Preempt(Request* r);
   void Finish(Request* r, FinishReason reason);
   bool StopsAfter(const Request& r) const;
+  // The draft for a decoding request, at most `budget` tokens and never past its max_tokens or the context.
+  std::vector<int32_t> ProposeDraft(const Request& r, int32_t budget) const;
   // Appends a sampled token and finishes the request if it stops; returns whether it finished.
   bool AppendToken(Request* r, const SampleResult& result);
 
@@ -88,6 +104,7 @@ class Scheduler {
   std::vector<Request*> running_;  // in the order they started running
   std::vector<std::unique_ptr<Request>> finished_;  // cancelled between steps, handed out by the next Update
   int64_t num_preemptions_ = 0;
+  SpecStats spec_stats_;
 };
 
 }  // namespace parallm

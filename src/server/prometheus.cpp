@@ -87,6 +87,12 @@ std::string RenderPrometheus(const EngineMetrics& m, const std::string& model_na
                static_cast<double>(m.prefix_cache_hits));
   page.Counter("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.",
                static_cast<double>(m.num_preemptions));
+  page.Counter("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.",
+               static_cast<double>(m.spec_decode_num_drafts));
+  page.Counter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.",
+               static_cast<double>(m.spec_decode_num_draft_tokens));
+  page.Counter("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.",
+               static_cast<double>(m.spec_decode_num_accepted_tokens));
   std::map<std::string, int64_t> success{{"stop", 0}, {"length", 0}, {"abort", 0}};
   for (const auto& [reason, count] : m.request_success) success[reason == "cancelled" ? "abort" : reason] += count;
   page.Header("vllm:request_success_total", "counter", "Count of successfully processed requests.");

@@ -51,6 +51,22 @@ def main():
             print(("PASS" if ok else "FAIL"), " ".join(args[:2]), "->", r.returncode, r.stderr.strip()[:200])
             if not ok:
                 failures.append((args, r.returncode, r.stderr))
+        # Flags checked while the command line is parsed: CLI11's usage error (its own exit code, not a crash), with
+        # a message naming the problem.
+        usage_cases = [
+            (["batch", "-m", str(tiny), "--speculative-config", '{"method": "eagle", "num_speculative_tokens": 2}'],
+             "prompt lookup"),
+            (["serve", "-m", str(tiny), "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2, '
+              '"prompt_lookup_min": 3, "prompt_lookup_max": 2}'], "prompt_lookup_max"),
+            (["bench", "-m", str(tiny), "--speculative-config", '{"method": "ngram", "k": 2}'], "unknown field"),
+            (["bench", "-m", str(tiny), "--speculative-config", "4"], "JSON object"),
+        ]
+        for args, fragment in usage_cases:
+            r = run(binary, *args)
+            ok = 0 < r.returncode < 128 and fragment in r.stderr
+            print(("PASS" if ok else "FAIL"), " ".join(args[:2]), "->", r.returncode, r.stderr.strip()[:200])
+            if not ok:
+                failures.append((args, r.returncode, r.stderr))
     if failures:
         sys.exit(f"{len(failures)} CLI error case(s) failed")
 

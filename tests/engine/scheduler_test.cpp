@@ -17,10 +17,17 @@ std::unique_ptr<Request> MakeRequest(RequestId id, int prompt_len, int max_token
 }
 
 // Samples token 7 for every request that samples.
-std::vector<SampleResult> FakeSamples(const SchedulerOutput& out) {
-  std::vector<SampleResult> s;
+SchedulerConfig Limits(int32_t max_num_seqs, int32_t max_num_batched_tokens) {
+  SchedulerConfig c;
+  c.max_num_seqs = max_num_seqs;
+  c.max_num_batched_tokens = max_num_batched_tokens;
+  return c;
+}
+
+std::vector<std::vector<SampleResult>> FakeSamples(const SchedulerOutput& out) {
+  std::vector<std::vector<SampleResult>> s;
   for (const auto& r : out.scheduled)
-    if (r.samples) s.push_back(SampleResult{7, 0, {}});
+    if (r.samples) s.push_back({SampleResult{7, 0, {}}});
   return s;
 }
 
@@ -38,7 +45,7 @@ Step Summarize(const SchedulerOutput& out) {
 
 TEST(Scheduler, ChunkedPrefillWithinTheBudgetThenDecodeFirst) {
   KVCacheManager kv(64, 4, /*enable_prefix_caching=*/false);
-  Scheduler sched(SchedulerConfig{4, 8, 4096}, &kv);
+  Scheduler sched(Limits(4, 8), &kv);
   sched.Add(MakeRequest(1, 10, 3));
   sched.Add(MakeRequest(2, 5, 3));
   // Step 1: request 1's first 8 prompt tokens (the budget), request 2 waits.
@@ -73,7 +80,7 @@ TEST(Scheduler, ChunkedPrefillWithinTheBudgetThenDecodeFirst) {
 
 TEST(Scheduler, MaxNumSeqsLimitsRunningRequests) {
   KVCacheManager kv(64, 4, false);
-  Scheduler sched(SchedulerConfig{2, 100, 4096}, &kv);
+  Scheduler sched(Limits(2, 100), &kv);
   for (RequestId id = 1; id <= 3; ++id) sched.Add(MakeRequest(id, 3, 1));
   auto out = sched.Schedule();
   EXPECT_EQ(Summarize(out).scheduled, (std::vector<std::pair<RequestId, int32_t>>{{1, 3}, {2, 3}}));
@@ -90,7 +97,7 @@ TEST(Scheduler, PreemptsTheLatestRequestWhenBlocksRunOut) {
   // 4 blocks of 4 tokens: two requests of 7 prompt tokens take 2 blocks each; the 9th token of request 1
   // needs a third block, so request 2 (started last) is preempted and recomputed later.
   KVCacheManager kv(4, 4, false);
-  Scheduler sched(SchedulerConfig{4, 64, 4096}, &kv);
+  Scheduler sched(Limits(4, 64), &kv);
   sched.Add(MakeRequest(1, 7, 4));
   sched.Add(MakeRequest(2, 7, 4));
   auto out = sched.Schedule();  // both prefill: 2 blocks each, the pool is full
@@ -119,7 +126,7 @@ TEST(Scheduler, PreemptsTheLatestRequestWhenBlocksRunOut) {
 
 TEST(Scheduler, CancelFreesBlocksAtOnce) {
   KVCacheManager kv(16, 4, false);
-  Scheduler sched(SchedulerConfig{4, 64, 4096}, &kv);
+  Scheduler sched(Limits(4, 64), &kv);
   sched.Add(MakeRequest(1, 9, 10));
   sched.Add(MakeRequest(2, 3, 10));
   auto out = sched.Schedule();
@@ -140,7 +147,7 @@ TEST(Scheduler, CancelFreesBlocksAtOnce) {
 
 TEST(Scheduler, StopTokenEndsTheRequestWithoutBeingOutput) {
   KVCacheManager kv(16, 4, false);
-  Scheduler sched(SchedulerConfig{4, 64, 4096}, &kv);
+  Scheduler sched(Limits(4, 64), &kv);
   auto r = MakeRequest(1, 3, 10);
   r->params.stop_token_ids = {7};
   sched.Add(std::move(r));
@@ -154,7 +161,7 @@ TEST(Scheduler, StopTokenEndsTheRequestWithoutBeingOutput) {
 
 TEST(Scheduler, PriorityOrdersTheWaitingQueue) {
   KVCacheManager kv(16, 4, false);
-  Scheduler sched(SchedulerConfig{1, 64, 4096}, &kv);
+  Scheduler sched(Limits(1, 64), &kv);
   auto low = MakeRequest(1, 2, 1);
   low->priority = 5;
   auto high = MakeRequest(2, 2, 1);

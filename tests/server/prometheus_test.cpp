@@ -65,7 +65,9 @@ TEST(PrometheusTest, RendersVllmNames) {
   while (start < page.size()) {
     const size_t end = page.find('\n', start);
     const std::string line = page.substr(start, end - start);
-    if (!line.empty() && line[0] != '#') EXPECT_NE(line.find("model_name=\"tiny\""), std::string::npos) << line;
+    if (!line.empty() && line[0] != '#') {
+      EXPECT_NE(line.find("model_name=\"tiny\""), std::string::npos) << line;
+    }
     start = end + 1;
   }
 }

@@ -4,6 +4,7 @@ only submits requests and collects finished ones."""
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
@@ -71,6 +72,9 @@ class LLM:
         max_model_len: prompt + output limit per request (default: the model's context length, at most 4096).
         enable_prefix_caching: requests with a common prefix share its KV blocks.
         threads: threads for the forward pass (default: all cores).
+        speculative_config: speculative decoding as vLLM takes it, e.g. ``{"method": "ngram",
+            "num_speculative_tokens": 4, "prompt_lookup_max": 3}``: prompt-lookup drafts verified in the
+            request's next step; outputs are the same as without it.
 
     Raises FileNotFoundError for a path that does not exist, RuntimeError for a model or tokenizer that cannot
     be read (with the loader's message), ValueError for an option out of range.
@@ -85,14 +89,16 @@ class LLM:
     def __init__(self, model: str, tokenizer: Optional[str] = None, *, max_num_seqs: int = 64,
                  kv_cache_gb: float = 2.0, num_kv_blocks: Optional[int] = None, block_size: int = 16,
                  max_num_batched_tokens: int = 512, max_model_len: Optional[int] = None,
-                 enable_prefix_caching: bool = True, threads: Optional[int] = None) -> None:
+                 enable_prefix_caching: bool = True, threads: Optional[int] = None,
+                 speculative_config: Optional[Dict[str, Any]] = None) -> None:
         if not isinstance(model, str):
             model = str(model)  # pathlib.Path
         self._engine = _parallm.Engine(
             model, "" if tokenizer is None else str(tokenizer), max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len or 0,
             kv_cache_gb=kv_cache_gb, num_kv_blocks=num_kv_blocks or 0, block_size=block_size,
-            enable_prefix_caching=enable_prefix_caching, threads=threads or 0)
+            enable_prefix_caching=enable_prefix_caching, threads=threads or 0,
+            speculative_config="" if speculative_config is None else json.dumps(speculative_config))
         self._tokenizer = Tokenizer(self._engine.tokenizer)
         self._request_ids = itertools.count()
 

@@ -13,6 +13,7 @@
 #include "chat/model_text.h"
 #include "collector.h"
 #include "engine/async_engine.h"
+#include "engine/speculation.h"
 #include "model/synthetic_model.h"
 
 namespace py = pybind11;
@@ -30,6 +31,7 @@ struct EngineOptions {
   int block_size = 16;
   bool enable_prefix_caching = true;
   int threads = 0;        // 0: all cores
+  std::string speculative_config;  // vLLM's speculative config as JSON; empty: none
 };
 
 // Options the engine would abort on are refused here, naming the option.
@@ -67,6 +69,12 @@ class PyEngine {
  public:
   explicit PyEngine(const EngineOptions& o) : path_(o.model) {
     CheckOptions(o);
+    SpeculativeConfig speculative;  // checked before the model loads
+    if (!o.speculative_config.empty()) {
+      Result<SpeculativeConfig> spec = ParseSpeculativeConfig(o.speculative_config);
+      if (!spec.ok()) throw py::value_error("speculative_config: " + spec.status().message());
+      speculative = *spec;
+    }
     CheckPath(o.model, "model");
     if (!o.tokenizer.empty()) CheckPath(o.tokenizer, "tokenizer");
     Result<std::unique_ptr<Model>> model = LoadModelSpec(o.model);
@@ -83,6 +91,7 @@ class PyEngine {
     config.scheduler.max_num_seqs = o.max_num_seqs;
     config.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
     if (o.max_model_len > 0) config.scheduler.max_model_len = o.max_model_len;
+    config.scheduler.speculative = speculative;
     AsyncEngineConfig async_config;
     // Python callers queue everything they submit (batch_generate of thousands of prompts); nothing is refused.
     async_config.max_queued_requests = std::numeric_limits<int32_t>::max() / 2;
@@ -130,6 +139,9 @@ class PyEngine {
     d["prefix_cache_queries"] = m.prefix_cache_queries;
     d["prefix_cache_hits"] = m.prefix_cache_hits;
     d["num_preemptions"] = m.num_preemptions;
+    d["spec_decode_num_drafts"] = m.spec_decode_num_drafts;
+    d["spec_decode_num_draft_tokens"] = m.spec_decode_num_draft_tokens;
+    d["spec_decode_num_accepted_tokens"] = m.spec_decode_num_accepted_tokens;
     return d;
   }
 
@@ -168,16 +180,17 @@ void BindEngine(py::module_& m) {
   py::class_<PyEngine>(m, "Engine", "A model and its tokenizer, run by the continuous-batching engine on its own thread.")
       .def(py::init([](std::string model, std::string tokenizer, int max_num_seqs, int max_num_batched_tokens,
                        int max_model_len, double kv_cache_gb, int num_kv_blocks, int block_size,
-                       bool enable_prefix_caching, int threads) {
+                       bool enable_prefix_caching, int threads, std::string speculative_config) {
              EngineOptions o{std::move(model), std::move(tokenizer), max_num_seqs, max_num_batched_tokens,
-                             max_model_len, kv_cache_gb, num_kv_blocks, block_size, enable_prefix_caching, threads};
+                             max_model_len, kv_cache_gb, num_kv_blocks, block_size, enable_prefix_caching, threads,
+                             std::move(speculative_config)};
              py::gil_scoped_release release;  // loading maps and repacks the weights: seconds for a real model
              return std::make_unique<PyEngine>(o);
            }),
            py::arg("model"), py::arg("tokenizer") = "", py::arg("max_num_seqs") = 64,
            py::arg("max_num_batched_tokens") = 512, py::arg("max_model_len") = 0, py::arg("kv_cache_gb") = 2.0,
            py::arg("num_kv_blocks") = 0, py::arg("block_size") = 16, py::arg("enable_prefix_caching") = true,
-           py::arg("threads") = 0)
+           py::arg("threads") = 0, py::arg("speculative_config") = "")
       .def("validate", &PyEngine::Validate, py::arg("prompt"), py::arg("params"),
            "Raises ValueError if the engine would refuse this request.")
       .def("submit", &PyEngine::Submit, py::arg("collector"), py::arg("tag"), py::arg("prompt"), py::arg("params"),

@@ -164,6 +164,28 @@ def test_hf_folder_and_tokenizer_override(cli, llama_folder, fixtures):
         bare.generate("Hello")
 
 
+def test_speculative_config_keeps_outputs(fixtures):
+    # Prompt lookup on stories260K retelling its own story: drafts are accepted, and the text is the same as
+    # without them, greedy and seeded.
+    model = str(fixtures / "models" / "stories260K" / "stories260K.bin")
+    tokenizer = str(fixtures / "models" / "stories260K" / "tok512.bin")
+    plain = parallm.LLM(model, tokenizer=tokenizer, num_kv_blocks=64)
+    spec = parallm.LLM(model, tokenizer=tokenizer, num_kv_blocks=64,
+                       speculative_config={"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3})
+    greedy = parallm.SamplingParams(temperature=0, max_tokens=48)
+    story = plain.generate("Once upon a time", greedy)[0].outputs[0].text
+    prompt = "Once upon a time" + story + " Once upon a time"
+    seeded = parallm.SamplingParams(temperature=0.8, seed=3, max_tokens=48)
+    for params in (greedy, seeded):
+        want = plain.generate(prompt, params)[0].outputs[0]
+        got = spec.generate(prompt, params)[0].outputs[0]
+        assert got.token_ids == want.token_ids and got.text == want.text
+    metrics = spec.metrics()
+    assert 0 < metrics["spec_decode_num_accepted_tokens"] <= metrics["spec_decode_num_draft_tokens"]
+    with pytest.raises(ValueError, match="speculative_config: .*prompt lookup"):
+        parallm.LLM(model, tokenizer=tokenizer, speculative_config={"method": "eagle", "num_speculative_tokens": 2})
+
+
 def test_bad_input_raises(llm, workdir):
     p = parallm.SamplingParams(temperature=0, max_tokens=4)
     with pytest.raises(FileNotFoundError, match="model not found: /no/such/model.gguf"):

@@ -1,7 +1,9 @@
-// Speculation: the prompt-lookup draft and its configuration's checks.
+// Speculation: the prompt-lookup draft, and its configuration read from vLLM's JSON and checked.
 #include "engine/speculation.h"
 
 #include <algorithm>
+
+#include <boost/json.hpp>
 
 namespace parallm {
 
@@ -13,6 +15,42 @@ Status SpeculativeConfig::Validate() const {
     return Err("prompt_lookup_max ({}) must be at least prompt_lookup_min ({})", prompt_lookup_max, prompt_lookup_min);
   if (disable_by_batch_size < 0) return Err("disable_by_batch_size must be >= 0, got {}", disable_by_batch_size);
   return Status::Ok();
+}
+
+Result<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json) {
+  boost::system::error_code ec;
+  const boost::json::value v = boost::json::parse(json, ec);
+  if (ec || !v.is_object())
+    return Err("the speculative config must be a JSON object, e.g. '{{\"method\": \"ngram\", \"num_speculative_tokens\": "
+               "4}}'");
+  SpeculativeConfig config;
+  config.num_speculative_tokens = -1;
+  bool has_method = false;
+  for (const auto& [key, value] : v.as_object()) {
+    if (key == "method" || key == "model") {
+      // vLLM names the drafter "method": "ngram" (or "[ngram]" as "model" in its older form).
+      const std::string name = value.is_string() ? std::string(value.as_string()) : "";
+      if (name != "ngram" && name != "[ngram]")
+        return Err("{} \"{}\" is not available: parallm drafts by prompt lookup, \"method\": "
+                   "\"ngram\"", std::string(key), name);
+      has_method = true;
+      continue;
+    }
+    int32_t* field = key == "num_speculative_tokens" ? &config.num_speculative_tokens
+                     : key == "prompt_lookup_max"    ? &config.prompt_lookup_max
+                     : key == "prompt_lookup_min"    ? &config.prompt_lookup_min
+                     : key == "disable_by_batch_size" ? &config.disable_by_batch_size
+                                                      : nullptr;
+    if (field == nullptr)
+      return Err("unknown field \"{}\" (known: method, num_speculative_tokens, "
+                 "prompt_lookup_max, prompt_lookup_min, disable_by_batch_size)", std::string(key));
+    if (!value.is_int64()) return Err("\"{}\" must be an integer", std::string(key));
+    *field = static_cast<int32_t>(value.as_int64());
+  }
+  if (!has_method) return Err("\"method\" is required (\"ngram\")");
+  if (config.num_speculative_tokens < 0) return Err("\"num_speculative_tokens\" is required");
+  if (Status s = config.Validate(); !s.ok()) return s;
+  return config;
 }
 
 std::vector<int32_t> ProposeNgramDraft(std::span<const int32_t> tokens, const SpeculativeConfig& config,

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "util/status.h"
@@ -24,6 +25,11 @@ struct SpeculativeConfig {
   // Ranges, with errors naming the field.
   Status Validate() const;
 };
+
+// Parses vLLM's speculative config JSON: {"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_max": N,
+// "prompt_lookup_min": M, "disable_by_batch_size": B}. Errors name the field; unknown fields and other methods are
+// refused.
+Result<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json);
 
 // Up to `max_tokens` draft tokens for a request whose tokens so far are `tokens`: for n from prompt_lookup_max
 // down to prompt_lookup_min, the earliest earlier occurrence of the last n tokens; the draft is what followed it

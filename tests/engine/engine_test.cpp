@@ -335,7 +335,9 @@ TEST(Engine, NCopiesForkAfterThePromptAndShareItsBlocks) {
     auto forked = llm.Generate({prompt}, {p});
     ASSERT_TRUE(forked.ok()) << forked.status().message();
     ASSERT_EQ((*forked)[0].choices.size(), 4u);
-    if (max_seqs == 64) EXPECT_EQ(llm.engine().kv_manager().stats().blocks_shared, 3 * 2);
+    if (max_seqs == 64) {
+      EXPECT_EQ(llm.engine().kv_manager().stats().blocks_shared, 3 * 2);
+    }
     // Copy k equals a lone request with seed + k: forking changes nothing but the work done.
     for (int k = 0; k < 4; ++k) {
       SamplingParams single = p;

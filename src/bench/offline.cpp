@@ -34,10 +34,14 @@ boost::json::object RunFigures::ToJson() const {
           {"spec_accepted_tokens", accepted_tokens}};
 }
 
-Result<RunFigures> Measure(LLM& llm, const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens) {
+Result<RunFigures> Measure(LLM& llm, const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens,
+                           float temperature, std::vector<std::vector<int32_t>>* ids) {
   SamplingParams p;
   p.max_tokens = max_tokens;
   p.ignore_eos = true;
+  p.temperature = temperature;
+  p.seed = 1;
+  p.has_seed = temperature > 0;
   const Scheduler::SpecStats spec_before = llm.engine().scheduler().spec_stats();
   const auto start = std::chrono::steady_clock::now();
   PARALLM_ASSIGN_OR_RETURN(std::vector<Completion> done, llm.Generate(prompts, {p}));
@@ -49,6 +53,7 @@ Result<RunFigures> Measure(LLM& llm, const std::vector<std::vector<int32_t>>& pr
   int64_t tpot_n = 0;
   for (const Completion& c : done) {
     const Choice& ch = c.choices[0];
+    if (ids != nullptr) ids->push_back(ch.ids);
     f.prompt_tokens += c.prompt_tokens;
     f.cached_tokens += c.cached_tokens;
     f.generated_tokens += static_cast<int64_t>(ch.ids.size());

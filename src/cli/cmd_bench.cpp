@@ -172,6 +172,57 @@ int RunBatching(const BenchOptions& o) {
   return WriteJson(o.output, report);
 }
 
+// The same prompts with and without prompt-lookup drafts, in one process: decode speed, acceptance, and whether the
+// outputs are identical (they must be: drafting changes the work, not the tokens).
+int RunSpeculative(const BenchOptions& o, float temperature) {
+  BenchOptions plain_options = o, drafted_options = o;
+  plain_options.speculative = {};
+  if (!drafted_options.speculative.enabled()) drafted_options.speculative.num_speculative_tokens = 4;
+  auto plain = Load(plain_options, Config(plain_options, o.concurrency));
+  if (!plain.ok()) return Fail(plain.status().message());
+  auto drafted = Load(drafted_options, Config(drafted_options, o.concurrency));
+  if (!drafted.ok()) return Fail(drafted.status().message());
+  boost::json::object report = Header(o, **drafted, "speculative");
+  const SpeculativeConfig& spec = drafted_options.speculative;
+  std::printf("prompt lookup: up to %d draft tokens, %d-%d-token n-grams; %d requests of %d prompt tokens, %d out, %s\n",
+              spec.num_speculative_tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, o.prompts, o.input_len,
+              o.max_tokens, temperature > 0 ? fmt::format("temperature {} (seeded)", temperature).c_str() : "greedy");
+  std::printf("%-4s %-14s %11s %9s %10s %9s %9s\n", "run", "drafts", "decode t/s", "tpot ms", "accepted", "speedup",
+              "same out");
+  boost::json::array runs;
+  bool all_same = true;
+  for (int run = 0; run < o.runs; ++run) {
+    bench::Workload w{o.prompts, o.input_len, o.max_tokens, static_cast<uint64_t>(run)};
+    const auto prompts = bench::RandomPrompts(w, (*plain)->model().config().vocab);
+    std::vector<std::vector<int32_t>> plain_ids, drafted_ids;
+    auto off = bench::Measure(**plain, prompts, o.max_tokens, temperature, &plain_ids);
+    if (!off.ok()) return Fail(off.status().message());
+    auto on = bench::Measure(**drafted, prompts, o.max_tokens, temperature, &drafted_ids);
+    if (!on.ok()) return Fail(on.status().message());
+    const bool same = plain_ids == drafted_ids;
+    all_same = all_same && same;
+    const double acceptance = on->draft_tokens > 0 ? static_cast<double>(on->accepted_tokens) / on->draft_tokens : 0;
+    std::printf("%-4d %-14s %11.1f %9.1f %10s %9s %9s\n", run + 1, "none", off->decode_tps, off->tpot_mean * 1e3, "-",
+                "1.00x", "");
+    std::printf("%-4d %-14s %11.1f %9.1f %9.1f%% %8.2fx %9s\n", run + 1, "prompt lookup", on->decode_tps,
+                on->tpot_mean * 1e3, 100 * acceptance, on->decode_tps / std::max(off->decode_tps, 1e-9),
+                same ? "yes" : "NO");
+    std::fflush(stdout);
+    boost::json::object row;
+    row["without"] = off->ToJson();
+    row["with"] = on->ToJson();
+    row["acceptance"] = acceptance;
+    row["speedup"] = on->decode_tps / std::max(off->decode_tps, 1e-9);
+    row["same_output"] = same;
+    runs.push_back(row);
+  }
+  report["runs"] = runs;
+  report["temperature"] = temperature;
+  if (int rc = WriteJson(o.output, report); rc != 0) return rc;
+  if (!all_same) return Fail("the outputs with drafts differ from those without: a bug, please report it");
+  return 0;
+}
+
 int RunPrefixCache(const BenchOptions& o) {
   auto llm = Load(o, Config(o, 32));
   if (!llm.ok()) return Fail(llm.status().message());
@@ -485,6 +536,16 @@ void AddBenchCommand(CLI::App& app) {
   batching->add_option("--max-concurrency", o->max_concurrency, "Largest concurrency of the sweep")->capture_default_str();
   batching->add_option("--chart", o->chart, "Draw generation and aggregate decode tokens/s vs concurrency to this SVG file");
   batching->callback([o] { ExitOnError(RunBatching(*o)); });
+  auto* speculative = bench->add_subcommand(
+      "speculative", "Speculative decoding (prompt lookup) on vs off over the same prompts: decode tokens/s, acceptance");
+  AddModelOptions(speculative, *o);
+  speculative->add_option("--prompts", o->prompts, "Requests")->capture_default_str();
+  speculative->add_option("--concurrency", o->concurrency, "Requests running at once")->capture_default_str();
+  speculative->add_option("--runs", o->runs, "Repetitions (each a fresh random workload)")->capture_default_str();
+  auto temperature = std::make_shared<float>(0.0f);
+  speculative->add_option("--temperature", *temperature, "Sampling temperature (0: greedy); seeded, so both runs draw alike")
+      ->capture_default_str();
+  speculative->callback([o, temperature] { ExitOnError(RunSpeculative(*o, *temperature)); });
   auto* prefix = bench->add_subcommand("prefix-cache", "First prompt MISS, same prompt HIT, different MISS, first again HIT");
   AddModelOptions(prefix, *o);
   prefix->callback([o] { ExitOnError(RunPrefixCache(*o)); });

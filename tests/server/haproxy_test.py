@@ -23,6 +23,7 @@ import tempfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import server_util  # noqa: E402
 from server_util import MODEL_NAME, Server, parse_sse  # noqa: E402
 
 BINARY = sys.argv[1]
@@ -79,12 +80,7 @@ class HAProxy:
             time.sleep(0.05)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        server_util.stop_process(self.proc)
 
 
 def post(port, body, timeout=60, path="/v1/completions"):

@@ -19,6 +19,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import server_util  # noqa: E402
 from server_util import MODEL_NAME, Server, metric  # noqa: E402
 
 BINARY = sys.argv[1]
@@ -69,12 +70,7 @@ class Prometheus:
             time.sleep(0.2)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        server_util.stop_process(self.proc)
 
 
 def one(result):

@@ -105,6 +105,16 @@ class Server:
             raise
 
 
+def stop_process(proc, timeout=10):
+    """Terminates a helper process (HAProxy, Prometheus) and waits for it; kills it if it does not exit in time."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def parse_sse(text):
     """Splits an event stream into its JSON chunks; asserts the framing: only `data: ...\\n\\n` events."""
     events = text.split("\n\n")

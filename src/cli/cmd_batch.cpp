@@ -160,7 +160,7 @@ int Run(const BatchOptions& o) {
               {"type", "function"},
               {"function", boost::json::object{{"name", call.name}, {"arguments", call.arguments}}}});
         if (!calls.empty()) {
-          j["text"] = parsed.content;
+          j["text"] = r.tool_opening.empty() ? parsed.content : std::string();  // forced: calls only
           j["tool_calls"] = std::move(calls);
           j["finish_reason"] = "tool_calls";
         } else if (!r.tool_opening.empty()) {

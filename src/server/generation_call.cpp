@@ -230,7 +230,8 @@ void GenerationCall::Finish() {
         if (tool_error.empty()) tool_error = std::move(e);
         continue;
       }
-      r.text = std::move(parsed.content);
+      // A forced answer is calls only (as streamed: StreamWithTools drops its content).
+      r.text = request_.tool_opening.empty() ? std::move(parsed.content) : std::string();
       for (openai::ToolCall& call : parsed.calls)
         r.tool_calls.push_back({openai::NewToolCallId(request_.tool_parser), std::move(call.name),
                                 std::move(call.arguments)});

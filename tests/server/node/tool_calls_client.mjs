@@ -110,6 +110,18 @@ try {
     assert.equal(plain.choices[0].message.content, "It is sunny in Paris.");  // "auto": the model chose not to call
   });
 
+  await check('"required" whose answer is no valid call: a 500 saying so, whole and streamed', async () => {
+    // The opening ends with `{"name": "`, after which the script writes `Paris"}}</tool_call>`: no arguments.
+    await assert.rejects(
+      client.chat.completions.create({ model: "tiny", messages: question, tools, tool_choice: "required" }),
+      (e) => e instanceof OpenAI.InternalServerError && /not a valid hermes tool call/.test(e.message));
+    await assert.rejects(async () => {
+      const stream = await client.chat.completions.create({ model: "tiny", messages: question, tools,
+                                                            tool_choice: "required", stream: true });
+      for await (const chunk of stream) assert.equal(chunk.choices[0]?.delta?.tool_calls, undefined);
+    }, (e) => e instanceof OpenAI.APIError && /not a valid hermes tool call/.test(e.message));
+  });
+
   await check("bad tool shapes are 400s naming the field", async () => {
     await assert.rejects(
       client.chat.completions.create({ model: "tiny", messages: question, tools,

@@ -100,7 +100,8 @@ def main():
             {"id": "bad", "messages": ask, "tools": tools, "tool_choice": "sometimes"},
         ]) + "\n")
         tools_out = tmp / "tools_out.jsonl"
-        r = run(binary, "batch", "-m", str(scripted), "--input", str(tools_in), "--output", str(tools_out))
+        r = run(binary, "batch", "-m", str(scripted), "--input", str(tools_in), "--output", str(tools_out),
+                "--kv-cache-gb", "0.05")
         assert r.returncode == 1 and "tools.jsonl:3: 'tool_choice' must be" in r.stderr, r.stderr
         got = {json.loads(l)["id"]: json.loads(l) for l in tools_out.read_text().splitlines()}
         (call,) = got["named"]["tool_calls"]

@@ -25,6 +25,7 @@ using openai::ParseBatchLine;
 
 struct BatchOptions {
   std::string model, input, output, tokenizer, chat_template;
+  std::string tool_call_parser;  // empty: what the chat template's tool format calls for
   int max_model_len = 0;  // 0: the file's context (up to the engine's default)
   int threads = 0;
   double kv_cache_gb = 2.0;
@@ -77,6 +78,10 @@ int Run(const BatchOptions& o) {
     return vocab ? ToValidUtf8(vocab->Decode(choice.ids)) : std::string();
   };
 
+  const openai::ToolParser tool_parser = o.tool_call_parser.empty()
+                                             ? openai::DetectToolParser(text->chat_template_source())
+                                             : *openai::ToolParserByName(o.tool_call_parser);
+
   std::ifstream in(o.input);
   if (!in) return Fail(fmt::format("{}: cannot open the input file", o.input));
   const std::set<std::string> done = DoneIds(o.output);
@@ -106,7 +111,7 @@ int Run(const BatchOptions& o) {
   while (std::getline(in, line)) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto parsed = ParseBatchLine(line, line_no, llm->model().config().vocab, &*text);
+    auto parsed = ParseBatchLine(line, line_no, llm->model().config().vocab, &*text, tool_parser);
     if (parsed.ok() && seen.contains(parsed->id)) parsed = Err("duplicate id '{}'", parsed->id);
     if (!parsed.ok()) {
       ++bad;
@@ -147,6 +152,24 @@ int Run(const BatchOptions& o) {
       for (int32_t t : choice.ids) ids.push_back(t);
       j["token_ids"] = ids;
       j["finish_reason"] = FinishReasonName(choice.finish_reason);
+      if (r.tool_parser != openai::ToolParser::kNone) {
+        // As the chat API: the text becomes the content, the calls {id, type, function: {name, arguments}}.
+        auto parsed = openai::ParseToolCalls(r.tool_parser, j["text"].as_string(), r.tool_opening,
+                                             !r.tools.parallel_tool_calls);
+        boost::json::array calls;
+        for (const openai::ToolCall& call : parsed.calls)
+          calls.push_back(boost::json::object{
+              {"id", openai::NewToolCallId(r.tool_parser)},
+              {"type", "function"},
+              {"function", boost::json::object{{"name", call.name}, {"arguments", call.arguments}}}});
+        if (!calls.empty()) {
+          j["text"] = r.tool_opening.empty() ? parsed.content : std::string();  // forced: calls only
+          j["tool_calls"] = std::move(calls);
+          j["finish_reason"] = "tool_calls";
+        } else if (!r.tool_opening.empty()) {
+          j["error"] = "tool_choice asked for a call, but the answer is not a valid tool call";
+        }
+      }
       return j;
     };
     // The first choice is flat in the record; with n > 1 all of them are also under "choices".
@@ -191,6 +214,10 @@ void AddBatchCommand(CLI::App& app) {
   cmd->add_option("--output", o->output, "JSONL results, appended; ids already there are skipped (resume)")->required();
   cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer instead of the model's (tokenizer.json or folder, .gguf, tokenizer.bin)");
   AddChatTemplateOption(cmd, &o->chat_template);
+  cmd->add_option("--tool-call-parser", o->tool_call_parser,
+                  "How tool calls are found in answers to requests with tools: hermes, llama3_json, mistral (default: "
+                  "what the chat template's tool format calls for, when it is unambiguous)")
+      ->check(CLI::IsMember({"hermes", "llama3_json", "mistral"}));
   AddMaxModelLenOption(cmd, &o->max_model_len);
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
   cmd->add_option("--kv-cache-gb", o->kv_cache_gb, "KV cache size in GiB")->capture_default_str();

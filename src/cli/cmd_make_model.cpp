@@ -12,7 +12,9 @@
 #include "model/arch/arch.h"
 #include "model/family_config.h"
 #include "model/model_writer.h"
+#include "model/scripted_model.h"
 #include "model/synthetic.h"
+#include "tokenizer/tokenizer.h"
 #include "util/progress.h"
 #include "util/strings.h"
 
@@ -35,6 +37,7 @@ struct MakeModelOptions {
   int original_context = 0;
   float partial_rotary = 0;
   std::string tokenizer;
+  std::vector<std::string> scripts;  // "TRIGGER=>CONTINUATION": a scripted model (model/scripted_model.h)
   uint64_t seed = 0;
   std::string output;
 };
@@ -73,6 +76,7 @@ int Run(const MakeModelOptions& o) {
   } else if (!o.rope_scaling.empty() && o.rope_scaling != "none") {
     return Fail("--rope-scaling takes llama3, longrope (phi3) or none");
   }
+  if (!o.scripts.empty()) c.tied_embeddings = false;  // the script lives in an LM head of its own
   if (o.original_context > 0 && !c.rope_longrope) return Fail("--original-context goes with --rope-scaling longrope");
   if (Status st = ValidateExtras(c, o.output); !st.ok()) return Fail(st.message());
   auto options = ParseWriteOptions(o.format, o.dtype, o.bits, o.group_size, o.high_bits, o.shard_mb);
@@ -112,9 +116,28 @@ int Run(const MakeModelOptions& o) {
     if (c.vocab < 258) return Fail("--vocab must be at least 258 (256 bytes + bos + eos)");
     vocab = Vocab::ByteLevel(c.vocab);
   }
+  // --script: after the last token of TRIGGER the model writes CONTINUATION's tokens, one after another.
+  std::vector<ScriptedStep> steps;
+  if (!o.scripts.empty()) {
+    if (tokenizer_json.empty()) return Fail("--script needs --tokenizer with a tokenizer.json (to spell the script)");
+    auto tok = Tokenizer::FromTokenizerJson(tokenizer_json);
+    if (!tok.ok()) return Fail(tok.status().message());
+    for (const std::string& script : o.scripts) {
+      const size_t arrow = script.find("=>");
+      if (arrow == std::string::npos) return Fail(fmt::format("--script '{}' is not TRIGGER=>CONTINUATION", script));
+      const auto trigger = tok->Encode(script.substr(0, arrow), /*add_special=*/false, /*parse_special=*/true);
+      const auto continuation = tok->Encode(script.substr(arrow + 2), /*add_special=*/false, /*parse_special=*/true);
+      if (trigger.empty() || continuation.empty()) return Fail(fmt::format("--script '{}' has an empty side", script));
+      steps.push_back({trigger.back(), continuation[0]});
+      for (size_t i = 0; i + 1 < continuation.size(); ++i) steps.push_back({continuation[i], continuation[i + 1]});
+    }
+  }
   auto start = std::chrono::steady_clock::now();
   Status st = WriteModel(c, RopeStyle::kHalf, *options, vocab, "generating " + o.output, o.output,
-                         [&](const TensorSink& sink) { return GenerateRandomWeights(c, o.seed, sink); });
+                         [&](const TensorSink& sink) {
+                           return steps.empty() ? GenerateRandomWeights(c, o.seed, sink)
+                                                : GenerateScriptedWeights(c, steps, sink);
+                         });
   if (st.ok() && !tokenizer_json.empty() && options->format != ModelFormat::kGguf) {
     // Folders carry the tokenizer files themselves, as on the Hugging Face hub.
     namespace fs = std::filesystem;
@@ -171,6 +194,10 @@ void AddMakeModelCommand(CLI::App& app) {
   cmd->add_option("--tokenizer", o->tokenizer,
                   "tokenizer.json (or a folder with it), or a vocabulary-only .gguf (GGUF output only), to give the "
                   "model; default: a built-in byte-level vocabulary");
+  cmd->add_option("--script", o->scripts,
+                  "TRIGGER=>CONTINUATION (repeatable): instead of random weights, a model whose greedy answer after "
+                  "the last token of TRIGGER is CONTINUATION (spelled with --tokenizer; special tokens such as an "
+                  "end-of-turn token allowed), for exact end-to-end tests; each token may have one successor only");
   cmd->add_option("--seed", o->seed, "Random seed; the same seed gives the same weights in every format")
       ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "Output .gguf file or folder")->required();

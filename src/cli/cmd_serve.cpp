@@ -14,6 +14,8 @@ void AddServeCommand(CLI::App& app) {
   // What the command loads (the server itself only gets the engine it builds).
   struct ModelSide {
     std::string model, tokenizer, chat_template;
+    std::string tool_call_parser;
+    bool enable_auto_tool_choice = false;
     int max_model_len = 0;
     EngineConfig engine;
     AsyncEngineConfig async;
@@ -32,6 +34,13 @@ void AddServeCommand(CLI::App& app) {
                   "Tokenizer instead of the model's (tokenizer.json or folder, .gguf, tokenizer.bin)");
   AddChatTemplateOption(cmd, &m->chat_template);
   AddMaxModelLenOption(cmd, &m->max_model_len);
+  cmd->add_option("--tool-call-parser", m->tool_call_parser,
+                  "How tool calls are found in answers: hermes (Qwen2.5/Qwen3/Hermes <tool_call>), llama3_json, "
+                  "mistral (default: what the chat template's tool format calls for, when it is unambiguous)")
+      ->check(CLI::IsMember({"hermes", "llama3_json", "mistral"}));
+  cmd->add_flag("--enable-auto-tool-choice", m->enable_auto_tool_choice,
+                "Parse tool calls out of answers to requests with tool_choice \"auto\" (the default when tools are "
+                "given), as vLLM's flag; without it such requests are refused");
   cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "Port to listen on (0: any free port; the one chosen is printed)")
       ->capture_default_str();
@@ -72,8 +81,16 @@ void AddServeCommand(CLI::App& app) {
       PARALLM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelForCommand(m->model, m->max_model_len));
       PARALLM_ASSIGN_OR_RETURN(ModelText text, LoadModelTextForCommand(m->model, m->tokenizer, m->chat_template));
       auto shared_text = std::make_shared<const ModelText>(std::move(text));
-      auto engine = std::make_shared<AsyncEngine>(std::move(model), m->engine, shared_text->shared_tokenizer(), m->async);
-      return server::ServedModel{std::move(engine), std::move(shared_text)};
+      server::ServedModel served;
+      served.tool_parser = m->tool_call_parser.empty() ? openai::DetectToolParser(shared_text->chat_template_source())
+                                                       : *openai::ToolParserByName(m->tool_call_parser);
+      served.auto_tool_choice = m->enable_auto_tool_choice;
+      if (served.auto_tool_choice && served.tool_parser == openai::ToolParser::kNone)
+        return Err("--enable-auto-tool-choice needs --tool-call-parser: the chat template's tool format was not "
+                   "recognized");
+      served.engine = std::make_shared<AsyncEngine>(std::move(model), m->engine, shared_text->shared_tokenizer(), m->async);
+      served.text = std::move(shared_text);
+      return served;
     }));
   });
 }

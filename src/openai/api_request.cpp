@@ -232,19 +232,36 @@ ParsedRequest ParseChatRequest(std::string_view body, const ParseContext& contex
     if (m == nullptr || !m->contains("role") || !m->at("role").is_string())
       return BadRequest(fmt::format("messages[{}] must be an object with a string 'role'", i), "messages");
     if (auto e = NormalizeContent(*m, i)) return *e;
+    if (auto e = NormalizeToolMessage(*m, i)) return BadRequest(*e, "messages");
   }
+  auto tools = ParseTools(o);
+  if (auto* e = std::get_if<ToolsError>(&tools)) return BadRequest(e->message, e->param);
+  r.tools = std::move(std::get<ToolsRequest>(tools));
+  if (r.tools.choice == ToolChoice::kAuto && !context.auto_tool_choice)
+    return BadRequest("\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set "
+                      "(or send tool_choice \"none\")",
+                      "tool_choice");
+  if (r.tools.choice == ToolChoice::kRequired || r.tools.choice == ToolChoice::kNamed) {
+    if (context.tool_parser == ToolParser::kNone)
+      return BadRequest("tool_choice \"required\" or a named function needs a tool-call parser: none was given "
+                        "(--tool-call-parser) or recognized in the chat template",
+                        "tool_choice");
+    r.tool_opening = ForcedCallOpening(context.tool_parser, r.tools.named);
+  }
+  if (r.tools.parses_calls()) r.tool_parser = context.tool_parser;
+  if (r.tools.parses_calls() && r.tool_parser == ToolParser::kNone)
+    return BadRequest("no tool-call parser: give --tool-call-parser", "tool_choice");
   if (context.text == nullptr || !context.text->has_tokenizer())
     return BadRequest("this model has no tokenizer, so it cannot take chat messages", "messages");
   boost::json::object extra;
-  if (const boost::json::value* tools = o.if_contains("tools"); tools && !tools->is_null()) {
-    if (!tools->is_array()) return BadRequest("'tools' must be a list", "tools");
-    extra["tools"] = *tools;
-  }
+  if (!r.tools.functions.empty()) extra["tools"] = o.at("tools");
   if (const boost::json::value* kw = o.if_contains("chat_template_kwargs"); kw && kw->is_object())
     for (const auto& [k, v] : kw->as_object()) extra[k] = v;
-  auto ids = context.text->EncodeChat(normalized, extra);
-  if (!ids.ok()) return BadRequest(ids.status().message(), "messages");
-  r.prompts.push_back(std::move(*ids));
+  auto rendered = context.text->RenderChat(normalized, extra);
+  if (!rendered.ok()) return BadRequest(rendered.status().message(), "messages");
+  // The template writes BOS and special tokens itself; a forced call's opening is the start of the answer.
+  r.prompts.push_back(context.text->tokenizer()->Encode(*rendered + r.tool_opening, /*add_special=*/false,
+                                                        /*parse_special=*/true));
   if (auto e = CheckPrompts(o, r, context)) return *e;
   // As vLLM: without a limit a chat answer may use whatever context the (truncated) prompt leaves.
   if (!max_tokens_given && context.max_model_len > 0)

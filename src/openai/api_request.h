@@ -12,6 +12,8 @@
 
 #include "chat/model_text.h"
 #include "engine/sampling_params.h"
+#include "openai/tool_parser.h"
+#include "openai/tools.h"
 
 namespace parallm::openai {
 
@@ -38,6 +40,9 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage and no choices
   bool echo = false;
+  ToolsRequest tools;        // chat: tools, tool_choice, parallel_tool_calls
+  std::string tool_opening;  // chat, forced tool_choice: the call's opening, appended to the prompt (ForcedCallOpening)
+  ToolParser tool_parser = ToolParser::kNone;  // set when the answers are parsed for tool calls
 };
 
 // What parsing needs to know about the server and its model.
@@ -47,13 +52,17 @@ struct ParseContext {
   int32_t max_model_len = 0;             // prompt tokens must be fewer (0: unchecked here)
   const ModelText* text = nullptr;       // text prompts and messages need a tokenizer (and chat a template)
   int32_t max_prompts = 256;             // completions: prompts in one request
+  ToolParser tool_parser = ToolParser::kNone;  // --tool-call-parser, or the one the chat template calls for
+  bool auto_tool_choice = false;               // --enable-auto-tool-choice: tool_choice "auto" is parsed
 };
 
 using ParsedRequest = std::variant<ApiRequest, ApiError>;
 
 // `body` is the raw HTTP body. Completions: `prompt` is a string, a list of strings, a list of token ids or a
 // list of token-id lists; `echo` is supported, `suffix` and `best_of` > n are refused. Chat: `messages` (text
-// content as a string or a list of {"type": "text"} parts) through the model's chat template with `tools`;
+// content as a string or a list of {"type": "text"} parts; assistant tool_calls and tool messages as tools.h says)
+// through the model's chat template with `tools`; tool_choice "auto" needs context.auto_tool_choice, "required" and
+// a named function a tool parser, whose call opening then ends the prompt;
 // max_completion_tokens overrides max_tokens, whose default is what the context leaves after the prompt. Both:
 // a prompt as long as the context is a 400 unless `truncate_prompt_tokens` (vLLM's) keeps only its last tokens.
 ParsedRequest ParseCompletionRequest(std::string_view body, const ParseContext& context);

@@ -113,7 +113,18 @@ boost::json::object CompletionResponse(const ResponseMeta& meta, const std::vect
   for (const ChoiceResult& c : choices) {
     boost::json::object choice{{"index", c.index}};
     if (meta.api == Api::kChat) {
-      choice["message"] = boost::json::object{{"role", "assistant"}, {"content", c.text}};
+      boost::json::object message{{"role", "assistant"}, {"content", c.text}};
+      if (!c.tool_calls.empty()) {
+        if (c.text.empty()) message["content"] = nullptr;  // as OpenAI: a call alone has null content
+        boost::json::array calls;
+        for (const ToolCallResult& t : c.tool_calls)
+          calls.emplace_back(boost::json::object{
+              {"id", t.id},
+              {"type", "function"},
+              {"function", boost::json::object{{"name", t.name}, {"arguments", t.arguments}}}});
+        message["tool_calls"] = std::move(calls);
+      }
+      choice["message"] = std::move(message);
     } else {
       choice["text"] = c.text;
     }
@@ -126,6 +137,7 @@ boost::json::object CompletionResponse(const ResponseMeta& meta, const std::vect
       choice["logprobs"] = CompletionLogprobs(c.samples, tokenizer, meta.logprobs, &offset);
     }
     choice["finish_reason"] = FinishReasonJson(c.finish_reason);
+    if (!c.tool_calls.empty() && c.finish_reason != FinishReason::kNone) choice["finish_reason"] = "tool_calls";
     out.emplace_back(std::move(choice));
   }
   o["choices"] = std::move(out);
@@ -145,6 +157,7 @@ boost::json::object StreamChunk(const ResponseMeta& meta, const ChunkPart& part,
     } else if (!part.text.empty()) {
       delta["content"] = part.text;
     }
+    if (!part.tool_calls.empty()) delta["tool_calls"] = part.tool_calls;
     choice["delta"] = std::move(delta);
   } else {
     choice["text"] = part.text;
@@ -157,9 +170,19 @@ boost::json::object StreamChunk(const ResponseMeta& meta, const ChunkPart& part,
     choice["logprobs"] = CompletionLogprobs(part.samples, tokenizer, meta.logprobs, text_offset);
   }
   choice["finish_reason"] = FinishReasonJson(part.finish_reason);
+  if (part.called_tools && part.finish_reason != FinishReason::kNone) choice["finish_reason"] = "tool_calls";
   o["choices"] = boost::json::array{std::move(choice)};
   if (usage_null) o["usage"] = nullptr;
   return o;
+}
+
+boost::json::object ToolCallDelta(int32_t call_index, const ToolCallResult& call) {
+  if (call.id.empty())
+    return boost::json::object{{"index", call_index}, {"function", boost::json::object{{"arguments", call.arguments}}}};
+  return boost::json::object{{"index", call_index},
+                             {"id", call.id},
+                             {"type", "function"},
+                             {"function", boost::json::object{{"name", call.name}, {"arguments", call.arguments}}}};
 }
 
 boost::json::object UsageChunk(const ResponseMeta& meta, const Usage& usage) {

@@ -54,13 +54,21 @@ struct ResponseMeta {
   int32_t logprobs = -1;  // the request's: -1 none, else top-k count (0: chosen token only)
 };
 
+// A parsed tool call as responses carry it: {"id", "type": "function", "function": {"name", "arguments"}}.
+struct ToolCallResult {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text
+};
+
 // One finished choice of a non-streamed response.
 struct ChoiceResult {
   int32_t index = 0;                  // prompt * n + copy
-  std::string text;                   // with echo: the prompt's text first
+  std::string text;                   // with echo: the prompt's text first; with tool calls: the content
   int64_t text_offset = 0;            // completions logprobs: where the generated text starts (after an echo)
   std::vector<SampleResult> samples;  // when logprobs were asked
   FinishReason finish_reason = FinishReason::kNone;
+  std::vector<ToolCallResult> tool_calls;  // chat: non-empty makes finish_reason "tool_calls" (content null if empty)
 };
 
 // The whole non-streamed answer: a "text_completion" or a "chat.completion".
@@ -75,7 +83,12 @@ struct ChunkPart {
   std::span<const SampleResult> samples;
   FinishReason finish_reason = FinishReason::kNone;
   bool role_only = false;
+  boost::json::array tool_calls;  // delta.tool_calls entries (ToolCallDelta); none when empty
+  bool called_tools = false;      // the choice made tool calls: its finish_reason is "tool_calls"
 };
+// A delta.tool_calls entry: the first one of a call carries {index, id, type, function: {name, arguments: ""}}
+// (`call.id` set), later ones {index, function: {arguments}} with a fragment of the arguments.
+boost::json::object ToolCallDelta(int32_t call_index, const ToolCallResult& call);
 boost::json::object StreamChunk(const ResponseMeta& meta, const ChunkPart& part, const Tokenizer* tokenizer,
                                 int64_t* text_offset, bool usage_null);
 // The last chunk with include_usage: "choices": [] and the usage.

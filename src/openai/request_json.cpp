@@ -106,7 +106,8 @@ Result<SamplingParams> ParseSamplingParams(const boost::json::object& o) {
   return p;
 }
 
-Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_t vocab_size, const ModelText* model_text) {
+Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_t vocab_size, const ModelText* model_text,
+                                    ToolParser tool_parser) {
   boost::system::error_code ec;
   boost::json::value v = boost::json::parse(line, ec);
   if (ec) return Err("invalid JSON: {}", ec.message());
@@ -129,13 +130,28 @@ Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_
     return Err("give one of 'prompt', 'messages' or 'prompt_ids'");
   if (messages != nullptr) {
     if (!messages->is_array()) return Err("'messages' must be an array of {{role, content}} objects");
-    for (const auto& m : messages->as_array())
-      if (!m.is_object() || !m.as_object().contains("role"))
-        return Err("each message must be an object with a 'role'");
-    if (model_text == nullptr) return Err("this model has no tokenizer for 'messages'");
+    boost::json::array normalized = messages->as_array();
+    for (size_t i = 0; i < normalized.size(); ++i) {
+      boost::json::object* m = normalized[i].if_object();
+      if (m == nullptr || !m->contains("role") || !m->at("role").is_string())
+        return Err("each message must be an object with a string 'role'");
+      if (auto e = NormalizeToolMessage(*m, i)) return Status::Error(*e);
+    }
+    if (model_text == nullptr || !model_text->has_tokenizer()) return Err("this model has no tokenizer for 'messages'");
+    auto tools = ParseTools(o);
+    if (auto* e = std::get_if<ToolsError>(&tools)) return Status::Error(e->message);
+    r.tools = std::move(std::get<ToolsRequest>(tools));
+    if (r.tools.parses_calls()) {
+      if (tool_parser == ToolParser::kNone)
+        return Err("'tool_choice' needs a tool-call parser: give --tool-call-parser (none was recognized in the chat "
+                   "template), or send \"tool_choice\": \"none\"");
+      r.tool_parser = tool_parser;
+      if (r.tools.choice != ToolChoice::kAuto) r.tool_opening = ForcedCallOpening(tool_parser, r.tools.named);
+    }
     boost::json::object extra;
-    if (const boost::json::value* tools = o.if_contains("tools"); tools && !tools->is_null()) extra["tools"] = *tools;
-    PARALLM_ASSIGN_OR_RETURN(r.prompt, model_text->EncodeChat(messages->as_array(), extra));
+    if (!r.tools.functions.empty()) extra["tools"] = o.at("tools");
+    PARALLM_ASSIGN_OR_RETURN(std::string rendered, model_text->RenderChat(normalized, extra));
+    r.prompt = model_text->tokenizer()->Encode(rendered + r.tool_opening, /*add_special=*/false, /*parse_special=*/true);
   } else if (ids != nullptr) {
     if (!ids->is_array()) return Err("'prompt_ids' must be an array of token ids");
     for (const auto& t : ids->as_array()) {

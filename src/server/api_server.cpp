@@ -38,7 +38,8 @@ ApiServer::ApiServer(asio::io_context& io, const ApiConfig& config, int parse_th
 
 ApiServer::~ApiServer() { workers_.join(); }
 
-void ApiServer::SetEngine(std::shared_ptr<AsyncEngine> engine, std::shared_ptr<const ModelText> text) {
+void ApiServer::SetEngine(std::shared_ptr<AsyncEngine> engine, std::shared_ptr<const ModelText> text,
+                          openai::ToolParser tool_parser, bool auto_tool_choice) {
   engine_ = std::move(engine);
   text_ = std::move(text);
   parse_context_.model_names = {config_.served_model_name};
@@ -46,6 +47,8 @@ void ApiServer::SetEngine(std::shared_ptr<AsyncEngine> engine, std::shared_ptr<c
   parse_context_.max_model_len = engine_->engine_config().scheduler.max_model_len;
   parse_context_.text = text_.get();
   parse_context_.max_prompts = config_.max_prompts;
+  parse_context_.tool_parser = tool_parser;
+  parse_context_.auto_tool_choice = auto_tool_choice;
   created_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                  .count();
   ready_ = true;
@@ -164,7 +167,19 @@ void ApiServer::HandleTokenize(const std::shared_ptr<HttpSession>& session, cons
       if (const auto* messages = o.if_contains("messages"); messages && !messages->is_null()) {
         if (!messages->is_array() || messages->as_array().empty())
           return ErrorReply({400, "'messages' must be a non-empty list", "invalid_request_error", "messages"});
-        auto r = text_->EncodeChat(messages->as_array());
+        // As chat requests render them (vLLM's /tokenize takes `tools` too): tool calls' arguments as objects.
+        boost::json::array normalized = messages->as_array();
+        for (size_t i = 0; i < normalized.size(); ++i) {
+          boost::json::object* m = normalized[i].if_object();
+          if (m == nullptr || !m->contains("role") || !m->at("role").is_string())
+            return ErrorReply({400, fmt::format("messages[{}] must be an object with a string 'role'", i),
+                               "invalid_request_error", "messages"});
+          if (auto e = openai::NormalizeToolMessage(*m, i))
+            return ErrorReply({400, *e, "invalid_request_error", "messages"});
+        }
+        boost::json::object extra;
+        if (const auto* tools = o.if_contains("tools"); tools && tools->is_array()) extra["tools"] = *tools;
+        auto r = text_->EncodeChat(normalized, extra);
         if (!r.ok()) return ErrorReply({400, r.status().message(), "invalid_request_error", "messages"});
         ids = std::move(*r);
       } else if (const auto* prompt = o.if_contains("prompt"); prompt && prompt->is_string()) {

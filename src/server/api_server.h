@@ -31,7 +31,8 @@ class ApiServer : public HttpHandler {
   ~ApiServer() override;
 
   // Called once the model is loaded (from any thread): generation endpoints and /health open.
-  void SetEngine(std::shared_ptr<AsyncEngine> engine, std::shared_ptr<const ModelText> text);
+  void SetEngine(std::shared_ptr<AsyncEngine> engine, std::shared_ptr<const ModelText> text,
+                 openai::ToolParser tool_parser = openai::ToolParser::kNone, bool auto_tool_choice = false);
   // Shutting down: /health answers 503, new generation requests 503, connections close after their answer.
   void BeginShutdown() { shutting_down_ = true; }
   bool ready() const { return ready_.load(); }

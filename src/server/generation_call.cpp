@@ -32,6 +32,9 @@ GenerationCall::GenerationCall(ApiServer& server, std::shared_ptr<HttpSession> s
     for (size_t k = 0; k < n; ++k) {
       choices_[p * n + k].text = request_.stream ? std::string() : echo;
       choices_[p * n + k].text_offset = openai::Utf8Length(echo);
+      if (request_.stream && request_.tool_parser != openai::ToolParser::kNone)
+        choices_[p * n + k].tools = std::make_unique<openai::ToolCallStream>(
+            request_.tool_parser, request_.tool_opening, !request_.tools.parallel_tool_calls);
     }
   }
   prompt_done_.assign(request_.prompts.size(), false);
@@ -114,7 +117,9 @@ void GenerationCall::OnUpdate(size_t prompt, RequestUpdate update) {
     ChoiceState& st = choices_[index];
     st.num_tokens += static_cast<int64_t>(c.new_tokens.size());
     if (c.finished) st.finish_reason = c.finish_reason;
-    if (request_.stream) {
+    if (request_.stream && st.tools) {
+      StreamWithTools(index, st, c);
+    } else if (request_.stream) {
       const bool has_logprobs = request_.params.logprobs >= 0 && !c.new_samples.empty();
       if (c.new_text.empty() && !c.finished && !has_logprobs) continue;  // text held back (a partial character)
       openai::ChunkPart part;
@@ -136,6 +141,57 @@ void GenerationCall::OnUpdate(size_t prompt, RequestUpdate update) {
   }
 }
 
+std::string GenerationCall::ForcedCallError(const std::vector<openai::ToolCall>& calls, const std::string& text) const {
+  const bool forced = !request_.tool_opening.empty();
+  if (!forced) return "";
+  if (calls.empty())
+    return fmt::format("tool_choice asked for a call, but the model's answer is not a valid {} tool call (its "
+                       "arguments are not constrained to the schema yet): {:.200}",
+                       openai::ToolParserName(request_.tool_parser), request_.tool_opening + text);
+  for (const openai::ToolCall& call : calls)
+    if (request_.tools.Find(call.name) == nullptr)
+      return fmt::format("tool_choice \"required\": the model called '{}', which is not in 'tools'", call.name);
+  return "";
+}
+
+void GenerationCall::StreamWithTools(size_t index, ChoiceState& st, ChoiceUpdate& c) {
+  const Tokenizer* tokenizer = server_.engine().tokenizer();
+  const bool forced = !request_.tool_opening.empty();
+  openai::ToolCallStream::Output out = st.tools->Add(c.new_text, c.finished);
+  if (forced) out.content.clear();  // a forced answer is calls only; what is not a call makes it an error below
+  auto send = [&](openai::ChunkPart part) {
+    part.index = static_cast<int32_t>(index);
+    session_->SendEvent(
+        openai::SseEvent(openai::StreamChunk(meta_, part, tokenizer, &st.text_offset, request_.include_usage)));
+  };
+  const bool has_logprobs = request_.params.logprobs >= 0 && !c.new_samples.empty();
+  if (!out.content.empty() || has_logprobs) {
+    openai::ChunkPart part;
+    part.text = std::move(out.content);
+    part.samples = c.new_samples;
+    send(std::move(part));
+  }
+  for (const openai::ToolCall& call : out.calls) {
+    if (!ForcedCallError({call}, "").empty()) continue;  // reported when the answer ends
+    // As OpenAI streams a call: id and name first, then the arguments.
+    const int32_t k = st.calls_sent++;
+    openai::ChunkPart head, args;
+    head.tool_calls.push_back(openai::ToolCallDelta(k, {openai::NewToolCallId(request_.tool_parser), call.name, ""}));
+    send(std::move(head));
+    args.tool_calls.push_back(openai::ToolCallDelta(k, {"", call.name, call.arguments}));
+    send(std::move(args));
+  }
+  if (!c.finished) return;
+  if (std::string e = ForcedCallError(st.tools->calls(), st.tools->content()); !e.empty() && error_.empty()) {
+    error_ = e;
+    server_error_ = true;
+  }
+  openai::ChunkPart last;
+  last.finish_reason = c.finish_reason;
+  last.called_tools = st.calls_sent > 0;
+  send(std::move(last));
+}
+
 openai::Usage GenerationCall::TotalUsage() const {
   openai::Usage u;
   for (const auto& p : request_.prompts) u.prompt_tokens += static_cast<int64_t>(p.size());
@@ -150,8 +206,8 @@ void GenerationCall::Finish() {
   session_->OnDisconnect(nullptr);
   if (request_.stream) {
     if (!error_.empty()) {
-      session_->SendEvent(
-          openai::SseEvent(openai::ErrorBody({400, error_, "invalid_request_error", ""})));
+      session_->SendEvent(openai::SseEvent(openai::ErrorBody(
+          {server_error_ ? 500 : 400, error_, server_error_ ? "server_error" : "invalid_request_error", ""})));
     } else if (request_.include_usage) {
       session_->SendEvent(openai::SseEvent(openai::UsageChunk(meta_, TotalUsage())));
     }
@@ -161,13 +217,32 @@ void GenerationCall::Finish() {
     ReplyError(*session_, {400, error_, "invalid_request_error", ""}, headers_);
   } else {
     std::vector<openai::ChoiceResult> results;
+    std::string tool_error;
     for (size_t i = 0; i < choices_.size(); ++i) {
       ChoiceState& st = choices_[i];
       const int64_t offset = request_.echo ? openai::Utf8Length(request_.echo_texts[i / request_.params.n]) : 0;
-      results.push_back({static_cast<int32_t>(i), std::move(st.text), offset, std::move(st.samples), st.finish_reason});
+      results.push_back({static_cast<int32_t>(i), std::move(st.text), offset, std::move(st.samples), st.finish_reason, {}});
+      if (request_.tool_parser == openai::ToolParser::kNone) continue;
+      openai::ChoiceResult& r = results.back();
+      openai::ParsedToolCalls parsed = openai::ParseToolCalls(request_.tool_parser, r.text, request_.tool_opening,
+                                                              !request_.tools.parallel_tool_calls);
+      if (std::string e = ForcedCallError(parsed.calls, r.text); !e.empty()) {
+        if (tool_error.empty()) tool_error = std::move(e);
+        continue;
+      }
+      // A forced answer is calls only (as streamed: StreamWithTools drops its content).
+      r.text = request_.tool_opening.empty() ? std::move(parsed.content) : std::string();
+      for (openai::ToolCall& call : parsed.calls)
+        r.tool_calls.push_back({openai::NewToolCallId(request_.tool_parser), std::move(call.name),
+                                std::move(call.arguments)});
     }
-    const auto body = openai::CompletionResponse(meta_, results, TotalUsage(), server_.engine().tokenizer());
-    session_->Reply(200, "application/json", boost::json::serialize(body), headers_);
+    if (!tool_error.empty()) {
+      // The request was valid; the model's answer was not a call.
+      ReplyError(*session_, {500, tool_error, "server_error", ""}, headers_);
+    } else {
+      const auto body = openai::CompletionResponse(meta_, results, TotalUsage(), server_.engine().tokenizer());
+      session_->Reply(200, "application/json", boost::json::serialize(body), headers_);
+    }
   }
   session_.reset();  // the session may go; nothing more is written
   self_.reset();     // last: may destroy this

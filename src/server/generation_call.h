@@ -11,6 +11,7 @@
 #include "engine/async_engine.h"
 #include "openai/api_request.h"
 #include "openai/api_response.h"
+#include "openai/tool_parser.h"
 #include "server/http_session.h"
 
 namespace parallm::server {
@@ -32,9 +33,16 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
     int64_t text_offset = 0;            // completions logprobs: characters before the next token
     int64_t num_tokens = 0;
     FinishReason finish_reason = FinishReason::kNone;
+    std::unique_ptr<openai::ToolCallStream> tools;  // streamed chat with tool parsing: content and calls so far
+    int32_t calls_sent = 0;
   };
 
   void OnUpdate(size_t prompt, RequestUpdate update);
+  // Streamed chat with tool parsing: the update's text through the choice's ToolCallStream, out as content and
+  // tool_calls deltas.
+  void StreamWithTools(size_t index, ChoiceState& st, ChoiceUpdate& c);
+  // A forced tool_choice whose answer holds no valid call (or calls an unknown function): the error message.
+  std::string ForcedCallError(const std::vector<openai::ToolCall>& calls, const std::string& text) const;
   void CancelAll();
   void Finish();
   openai::Usage TotalUsage() const;
@@ -48,7 +56,8 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   std::vector<bool> prompt_done_;
   std::vector<int32_t> cached_tokens_;  // per prompt
   std::vector<ChoiceState> choices_;    // prompt * n + copy
-  std::string error_;                   // the engine refused a request after all
+  std::string error_;                   // the engine refused a request after all, or a forced tool call failed
+  bool server_error_ = false;           // error_ is the model's failure (500 server_error), not the request's
   size_t open_prompts_ = 0;
   bool finished_ = false;
   std::shared_ptr<GenerationCall> self_;  // the call keeps itself alive from submission until Finish

@@ -82,7 +82,35 @@ def main():
         no_tmpl.write_text(json.dumps({"id": "m", "messages": [{"role": "user", "content": "Hi"}]}) + "\n")
         r = run(binary, "batch", "-m", str(model), "--input", str(no_tmpl), "--output", str(tmp / "x.jsonl"))
         assert r.returncode == 1 and "no chat template" in r.stderr, r.stderr
-    print("batch: results equal solo runs; bad lines reported; resume works; text prompts and chat messages")
+        # Tools: a scripted model (make-model --script, Qwen3's template: the hermes parser) writes a call after a
+        # named tool_choice's opening, and "It is sunny in Paris." after the assistant header.
+        scripted = tmp / "scripted"
+        r = run(binary, "make-model", "--arch", "qwen3", "--hidden", "64", "--layers", "1", "--heads", "2",
+                "--kv-heads", "1", "--head-dim", "32", "--ffn", "64", "--format", "hf", "--dtype", "f16",
+                "--tokenizer", sys.argv[2], "--script", '"arguments": =>{"city": "Paris"}}</tool_call><|im_end|>',
+                "--script", "assistant\n=>It is sunny in Paris.<|im_end|>", "-o", str(scripted))
+        assert r.returncode == 0, r.stderr
+        tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+        ask = [{"role": "user", "content": "Weather in Paris?"}]
+        tools_in = tmp / "tools.jsonl"
+        tools_in.write_text("\n".join(json.dumps(q) for q in [
+            {"id": "named", "messages": ask, "tools": tools, "max_tokens": 16,
+             "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+            {"id": "auto", "messages": ask, "tools": tools, "max_tokens": 16},
+            {"id": "bad", "messages": ask, "tools": tools, "tool_choice": "sometimes"},
+        ]) + "\n")
+        tools_out = tmp / "tools_out.jsonl"
+        r = run(binary, "batch", "-m", str(scripted), "--input", str(tools_in), "--output", str(tools_out),
+                "--kv-cache-gb", "0.05")
+        assert r.returncode == 1 and "tools.jsonl:3: 'tool_choice' must be" in r.stderr, r.stderr
+        got = {json.loads(l)["id"]: json.loads(l) for l in tools_out.read_text().splitlines()}
+        (call,) = got["named"]["tool_calls"]
+        assert call["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}, got["named"]
+        assert call["id"].startswith("call_") and call["type"] == "function", call
+        assert got["named"]["text"] == "" and got["named"]["finish_reason"] == "tool_calls", got["named"]
+        assert got["auto"]["text"] == "It is sunny in Paris." and "tool_calls" not in got["auto"], got["auto"]
+        assert got["auto"]["finish_reason"] == "stop", got["auto"]
+    print("batch: results equal solo runs; bad lines reported; resume works; text prompts and chat messages; tools")
 
 
 if __name__ == "__main__":

@@ -84,8 +84,8 @@ TEST_F(ApiRequestTest, ChatUsesTheTemplateAndMaxCompletionTokens) {
   ASSERT_TRUE(std::holds_alternative<ApiRequest>(parsed));
   EXPECT_EQ(std::get<ApiRequest>(parsed).prompts.at(0).size(), 9u);
   EXPECT_EQ(std::get<ApiRequest>(parsed).params.max_tokens, 64 - 9);
-  // Tools reach the template.
-  parsed = ParseChatRequest(R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1,
+  // Tools reach the template (tool_choice "none": this context has no tool parser).
+  parsed = ParseChatRequest(R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, "tool_choice": "none",
                                 "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]})",
                             [&] {
                               ParseContext c = Context();

@@ -38,7 +38,8 @@ TEST(ApiResponseTest, UsageCarriesCachedTokens) {
 }
 
 TEST(ApiResponseTest, CompletionAndChatObjects) {
-  std::vector<ChoiceResult> choices = {{0, "hi", 0, {}, FinishReason::kLength}, {1, "yo", 0, {}, FinishReason::kStop}};
+  std::vector<ChoiceResult> choices = {{0, "hi", 0, {}, FinishReason::kLength, {}},
+                                       {1, "yo", 0, {}, FinishReason::kStop, {}}};
   EXPECT_EQ(S(CompletionResponse(Meta(Api::kCompletions), choices, {2, 2, 0}, nullptr)),
             R"({"id":"cmpl-1","object":"text_completion","created":7,"model":"tiny","choices":[)"
             R"({"index":0,"text":"hi","logprobs":null,"finish_reason":"length"},)"
@@ -49,6 +50,36 @@ TEST(ApiResponseTest, CompletionAndChatObjects) {
             R"({"id":"chatcmpl-1","object":"chat.completion","created":7,"model":"tiny","choices":[)"
             R"({"index":0,"message":{"role":"assistant","content":"hi"},"logprobs":null,"finish_reason":"length"}],)"
             R"("usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":0}}})");
+}
+
+TEST(ApiResponseTest, ToolCallsInMessagesAndDeltas) {
+  // A call alone: content null, finish_reason "tool_calls"; content before a call is kept.
+  std::vector<ChoiceResult> choices = {
+      {0, "", 0, {}, FinishReason::kStop, {{"call_1", "get_weather", R"({"city": "Paris"})"}}},
+      {1, "Let me see.", 0, {}, FinishReason::kStop, {{"call_2", "f", "{}"}}}};
+  EXPECT_EQ(S(CompletionResponse(Meta(Api::kChat), choices, {2, 2, 0}, nullptr)),
+            R"({"id":"chatcmpl-1","object":"chat.completion","created":7,"model":"tiny","choices":[)"
+            R"({"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",)"
+            R"("function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},"logprobs":null,)"
+            R"("finish_reason":"tool_calls"},)"
+            R"({"index":1,"message":{"role":"assistant","content":"Let me see.","tool_calls":[{"id":"call_2",)"
+            R"("type":"function","function":{"name":"f","arguments":"{}"}}]},"logprobs":null,"finish_reason":"tool_calls"}],)"
+            R"("usage":{"prompt_tokens":2,"completion_tokens":2,"total_tokens":4,"prompt_tokens_details":{"cached_tokens":0}}})");
+  // Stream deltas: id, type and name first, then an arguments fragment; the last chunk says "tool_calls".
+  EXPECT_EQ(S(ToolCallDelta(0, {"call_1", "f", ""})),
+            R"({"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}})");
+  EXPECT_EQ(S(ToolCallDelta(1, {"", "f", "{\"a\""})), R"({"index":1,"function":{"arguments":"{\"a\""}})");
+  ChunkPart part;
+  part.tool_calls.push_back(ToolCallDelta(0, {"", "f", "{}"}));
+  int64_t offset = 0;
+  EXPECT_EQ(S(StreamChunk(Meta(Api::kChat), part, nullptr, &offset, false)),
+            R"({"id":"chatcmpl-1","object":"chat.completion.chunk","created":7,"model":"tiny","choices":[{"index":0,)"
+            R"("delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]},"logprobs":null,"finish_reason":null}]})");
+  ChunkPart last;
+  last.finish_reason = FinishReason::kStop;
+  last.called_tools = true;
+  EXPECT_NE(S(StreamChunk(Meta(Api::kChat), last, nullptr, &offset, false)).find(R"("finish_reason":"tool_calls")"),
+            std::string::npos);
 }
 
 TEST(ApiResponseTest, StreamChunksAndFraming) {

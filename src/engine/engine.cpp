@@ -73,7 +73,7 @@ void Engine::ForkCopies(const ScheduledRequest& s, std::span<const float> logits
     child->choice_index = k;
     child->priority = parent.priority;
     std::copy(logits.begin(), logits.end(), row.begin());
-    const SampleResult first = child->sampler.Sample(row, child->prompt(), {});
+    const SampleResult first = child->SampleNext(row);
     // Share the prompt's KV blocks when the copy can run now; the partly filled last block is copied.
     std::vector<std::pair<int32_t, int32_t>> copies;
     const bool shares = scheduler_.HasRoomToRun() &&
@@ -109,7 +109,7 @@ std::vector<RequestOutput> Engine::Step() {
     pool_.ParallelFor(static_cast<int64_t>(sampling.size()), [&](int64_t i, int) {
       Request& r = *sampling[static_cast<size_t>(i)]->request;
       std::span<float> row(logits.data() + static_cast<size_t>(i) * vocab, vocab);
-      sampled[static_cast<size_t>(i)] = r.sampler.Sample(row, r.prompt(), r.output());
+      sampled[static_cast<size_t>(i)] = r.SampleNext(row);
     });
     for (size_t i = 0; i < sampling.size(); ++i) {
       const Request& r = *sampling[i]->request;
@@ -125,8 +125,8 @@ std::vector<RequestOutput> Engine::Step() {
     if (it == outputs.end()) {
       outputs.push_back(RequestOutput{r->id, r->parent_id, r->choice_index, {}, {}, true, nullptr});
       it = outputs.end() - 1;
-    } else if (r->finish_reason == FinishReason::kStop) {
-      it->new_tokens.clear();  // the stop token is not part of the output
+    } else if (r->finish_reason == FinishReason::kStop && !r->grammar_ended) {
+      it->new_tokens.clear();  // the stop token is not part of the output (a grammar's last token is)
       it->new_samples.clear();
     }
     it->finished = true;

@@ -12,6 +12,7 @@
 
 #include "chat/model_text.h"
 #include "engine/sampling_params.h"
+#include "structured/structured_output.h"
 
 namespace parallm::openai {
 
@@ -47,6 +48,8 @@ struct ParseContext {
   int32_t max_model_len = 0;             // prompt tokens must be fewer (0: unchecked here)
   const ModelText* text = nullptr;       // text prompts and messages need a tokenizer (and chat a template)
   int32_t max_prompts = 256;             // completions: prompts in one request
+  // Compiles response_format / structured_outputs / guided_* for the model's vocabulary (null: no tokenizer).
+  structured::GrammarCompiler* grammars = nullptr;
 };
 
 using ParsedRequest = std::variant<ApiRequest, ApiError>;

@@ -9,6 +9,7 @@
 
 #include "chat/model_text.h"
 #include "engine/sampling_params.h"
+#include "structured/structured_output.h"
 #include "util/status.h"
 
 namespace parallm::openai {
@@ -27,6 +28,8 @@ struct BatchRequest {
 // One input line: {"id": "q1", "prompt": "..." | "messages": [...] | "prompt_ids": [1, 2], ...sampling
 // fields}. Ids may be strings or numbers (kept as text). Text prompts and messages (through the chat template,
 // with "tools" when given) need `text`. The default max_tokens is 16, as OpenAI's completions API.
-Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_t vocab_size, const ModelText* text);
+// response_format / structured_outputs / guided_* are compiled with `grammars` (null: refused).
+Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_t vocab_size, const ModelText* text,
+                                    structured::GrammarCompiler* grammars = nullptr);
 
 }  // namespace parallm::openai

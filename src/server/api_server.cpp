@@ -46,6 +46,11 @@ void ApiServer::SetEngine(std::shared_ptr<AsyncEngine> engine, std::shared_ptr<c
   parse_context_.max_model_len = engine_->engine_config().scheduler.max_model_len;
   parse_context_.text = text_.get();
   parse_context_.max_prompts = config_.max_prompts;
+  if (text_->has_tokenizer()) {
+    grammars_ = std::make_unique<structured::GrammarCompiler>(
+        structured::TokenVocab::FromTokenizer(*text_->tokenizer(), parse_context_.vocab_size));
+    parse_context_.grammars = grammars_.get();
+  }
   created_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                  .count();
   ready_ = true;

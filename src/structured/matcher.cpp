@@ -76,7 +76,7 @@ int32_t CompiledGrammar::InternState(std::vector<int32_t> stacks) {
   const int32_t id = static_cast<int32_t>(states_.size());
   State& s = states_.emplace_back();
   s.can_end = stacks.front() == 0;
-  s.next.fill(kUnknown);
+  next_.resize(next_.size() + 256, kUnknown);
   s.stacks = stacks;
   state_ids_.emplace(std::move(stacks), id);
   return id;
@@ -93,8 +93,8 @@ int32_t CompiledGrammar::InitialState() {
 }
 
 int32_t CompiledGrammar::Next(int32_t state, uint8_t byte) {
-  int32_t& cached = states_[static_cast<size_t>(state)].next[byte];
-  if (cached != kUnknown) return cached;
+  const size_t slot = static_cast<size_t>(state) * 256 + byte;
+  if (next_[slot] != kUnknown) return next_[slot];
   std::vector<int32_t> out;
   expanded_.clear();
   for (int32_t stack : states_[static_cast<size_t>(state)].stacks) {
@@ -104,8 +104,7 @@ int32_t CompiledGrammar::Next(int32_t state, uint8_t byte) {
     if (grammar_.set(e.value).test(byte)) Expand(n.pos + 1, n.parent, &out);
   }
   const int32_t next = InternState(std::move(out));
-  // `cached` is still valid: a deque keeps references to its elements when it grows at the end.
-  cached = next;
+  next_[slot] = next;  // after InternState, which may have grown the table
   return next;
 }
 
@@ -118,12 +117,35 @@ std::shared_ptr<const std::vector<uint32_t>> CompiledGrammar::Mask(int32_t state
   // Preorder walk: a node's parent state is walk_[depth - 1]; a refused byte skips the whole subtree.
   for (size_t i = 0; i < trie.size();) {
     const TokenVocab::TrieNode& node = trie[i];
-    const int32_t next = Next(walk_[node.depth - 1u], node.byte);
+    const int32_t from = walk_[node.depth - 1u];
+    int32_t next = next_[static_cast<size_t>(from) * 256 + node.byte];
+    if (next == kUnknown) next = Next(from, node.byte);
     if (next == kDead) {
       i = static_cast<size_t>(node.skip);
       continue;
     }
     walk_[node.depth] = next;
+    // A self-loop (inside a string: one more ordinary character) whose loop bytes cover everything below this
+    // node: every token of the subtree is allowed, no need to walk it.
+    if (next == walk_[node.depth - 1u] && node.skip > static_cast<int32_t>(i) + 1) {
+      State& s = states_[static_cast<size_t>(next)];
+      if (!s.loop_known) {
+        for (int b = 0; b < 256; ++b)
+          if (Next(next, static_cast<uint8_t>(b)) == next) s.loop[static_cast<size_t>(b) >> 6] |= uint64_t{1} << (b & 63);
+        s.loop_known = true;
+      }
+      const TokenVocab::ByteBits& below = vocab_->bytes_below(static_cast<int32_t>(i));
+      bool covered = true;
+      for (size_t k = 0; k < 4; ++k) covered &= (below[k] & ~s.loop[k]) == 0;
+      if (covered) {
+        for (int32_t t = node.subtree_begin; t < node.subtree_end; ++t) {
+          const int32_t id = ids[static_cast<size_t>(t)];
+          (*mask)[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
+        }
+        i = static_cast<size_t>(node.skip);
+        continue;
+      }
+    }
     for (int32_t t = node.token_begin; t < node.token_end; ++t) {
       const int32_t id = ids[static_cast<size_t>(t)];
       (*mask)[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);

@@ -47,8 +47,10 @@ class CompiledGrammar {
   struct State {
     std::vector<int32_t> stacks;  // sorted stack ids; 0 (empty stack) means the grammar may end here
     bool can_end = false;
-    std::array<int32_t, 256> next;
     std::shared_ptr<const std::vector<uint32_t>> mask;
+    // Bytes that lead back to this same state (inside a string, most of them); computed when first needed.
+    bool loop_known = false;
+    TokenVocab::ByteBits loop{};
   };
   struct VectorHash {
     size_t operator()(const std::vector<int32_t>& v) const;
@@ -68,6 +70,9 @@ class CompiledGrammar {
   std::vector<StackNode> nodes_;
   std::unordered_map<uint64_t, int32_t> node_ids_;
   std::deque<State> states_;
+  // next_[state * 256 + byte]: the state after `byte`, kDead, or kUnknown until first asked (one flat table: the
+  // mask walk does one load per trie node when the transition is known).
+  std::vector<int32_t> next_;
   std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> state_ids_;
   std::vector<uint64_t> expanded_;  // (pos, parent) pairs seen in the current expansion
   std::vector<int32_t> walk_;       // per trie depth: the state reached (mask computation)

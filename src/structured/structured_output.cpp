@@ -35,12 +35,13 @@ Result<std::string> ToGbnf(const StructuredOutput& spec) {
       gbnf = spec.text;
       break;
   }
-  if (!spec.prefix.empty()) gbnf = "structured-prefixed-root ::= " + GbnfLiteral(spec.prefix) + " root\n" + gbnf;
+  if (!spec.prefix.empty() || !spec.suffix.empty())
+    gbnf = "structured-wrapped-root ::= " + GbnfLiteral(spec.prefix) + " root " + GbnfLiteral(spec.suffix) + "\n" + gbnf;
   return gbnf;
 }
 
 Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::Compile(const StructuredOutput& spec) {
-  std::string key = fmt::format("{}\x1f{}\x1f{}", static_cast<int>(spec.kind), spec.prefix, spec.text);
+  std::string key = fmt::format("{}\x1f{}\x1f{}\x1f{}", static_cast<int>(spec.kind), spec.prefix, spec.suffix, spec.text);
   for (const std::string& c : spec.choices) key += "\x1f" + c;
   {
     std::lock_guard lock(mu_);
@@ -50,7 +51,8 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::Compile(const St
     }
   }
   PARALLM_ASSIGN_OR_RETURN(std::string gbnf, ToGbnf(spec));
-  auto grammar = ParseGbnf(gbnf, spec.prefix.empty() ? "root" : "structured-prefixed-root");
+  const bool wrapped = !spec.prefix.empty() || !spec.suffix.empty();
+  auto grammar = ParseGbnf(gbnf, wrapped ? "structured-wrapped-root" : "root");
   if (!grammar.ok())
     return Err("{}{}", spec.kind == StructuredOutput::Kind::kGbnf ? "grammar: " : "internal grammar error: ",
                grammar.status().message());

@@ -22,9 +22,10 @@ struct StructuredOutput {
   Kind kind = Kind::kJsonObject;
   std::string text;                  // the schema (JSON text), regex or GBNF source
   std::vector<std::string> choices;  // kChoice
-  // Text the output must start with before the grammar applies (e.g. a tool call's opening tag); it becomes a
-  // literal at the front of the grammar.
+  // Text the output must start with before the grammar applies, and end with after it (e.g. a tool call's
+  // `<tool_call>\n{"name": "f", "arguments": ` and `}\n</tool_call>`): literals around the grammar's root.
   std::string prefix;
+  std::string suffix;
 };
 
 // The GBNF source for `spec` (its start rule is `root`). Errors name the schema path or the regex position.

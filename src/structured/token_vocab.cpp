@@ -87,19 +87,30 @@ void TokenVocab::BuildTrie() {
   std::stable_sort(order.begin(), order.end(),
                    [&](int32_t a, int32_t b) { return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)]; });
   std::vector<int32_t> path;  // node index per depth - 1, along the last inserted token
+  // Closes the deepest open node: its subtree ends here; its byte and the bytes below it go to its parent.
+  auto close = [&] {
+    const size_t n = static_cast<size_t>(path.back());
+    path.pop_back();
+    trie_[n].skip = static_cast<int32_t>(trie_.size());
+    trie_[n].subtree_end = static_cast<int32_t>(token_ids_.size());
+    if (!path.empty()) {
+      ByteBits& up = below_[static_cast<size_t>(path.back())];
+      for (size_t k = 0; k < 4; ++k) up[k] |= below_[n][k];
+      up[trie_[n].byte >> 6] |= uint64_t{1} << (trie_[n].byte & 63);
+    }
+  };
   const std::string* prev = nullptr;
   for (int32_t id : order) {
     const std::string& w = bytes_[static_cast<size_t>(id)];
     size_t common = 0;
     if (prev != nullptr)
       while (common < prev->size() && common < w.size() && (*prev)[common] == w[common]) ++common;
-    while (path.size() > common) {
-      trie_[static_cast<size_t>(path.back())].skip = static_cast<int32_t>(trie_.size());
-      path.pop_back();
-    }
+    while (path.size() > common) close();
     for (size_t i = common; i < w.size(); ++i) {
       path.push_back(static_cast<int32_t>(trie_.size()));
-      trie_.push_back({static_cast<uint8_t>(w[i]), static_cast<uint16_t>(i + 1), 0, 0, 0});
+      const int32_t first = static_cast<int32_t>(token_ids_.size());
+      trie_.push_back({static_cast<uint8_t>(w[i]), static_cast<uint16_t>(i + 1), 0, 0, 0, first, first});
+      below_.push_back({0, 0, 0, 0});
     }
     TrieNode& end = trie_[static_cast<size_t>(path.back())];
     if (end.token_end == end.token_begin) end.token_begin = end.token_end = static_cast<int32_t>(token_ids_.size());
@@ -108,10 +119,7 @@ void TokenVocab::BuildTrie() {
     max_depth_ = std::max(max_depth_, static_cast<int32_t>(w.size()));
     prev = &w;
   }
-  while (!path.empty()) {
-    trie_[static_cast<size_t>(path.back())].skip = static_cast<int32_t>(trie_.size());
-    path.pop_back();
-  }
+  while (!path.empty()) close();
 }
 
 }  // namespace parallm::structured

@@ -2,6 +2,7 @@
 // which the matcher walks against its automaton to find the allowed tokens.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -17,13 +18,18 @@ namespace parallm::structured {
 class TokenVocab {
  public:
   // One trie node: the byte on the edge into it, its depth (bytes from the root, >= 1), the index just past its
-  // subtree (to skip it when the byte is not allowed), and the tokens that end here.
+  // subtree (to skip it when the byte is not allowed), the tokens that end here, and the tokens of its whole
+  // subtree (contiguous in token_ids(), which is in preorder).
   struct TrieNode {
     uint8_t byte;
     uint16_t depth;
     int32_t skip;
-    int32_t token_begin, token_end;  // range in token_ids()
+    int32_t token_begin, token_end;        // range in token_ids()
+    int32_t subtree_begin, subtree_end;    // range in token_ids()
   };
+  // The bytes on the edges below node i (not its own byte): 256 bits.
+  using ByteBits = std::array<uint64_t, 4>;
+  const ByteBits& bytes_below(int32_t node) const { return below_[static_cast<size_t>(node)]; }
 
   // Each id below `vocab_size` (the model's logits width, >= the tokenizer's size): its decoded bytes (byte-level
   // BPE: GPT-2's byte alphabet undone; SentencePiece: U+2581 -> space and <0xNN> -> the byte). Special and
@@ -46,6 +52,7 @@ class TokenVocab {
   int32_t size_ = 0;
   std::vector<std::string> bytes_;
   std::vector<TrieNode> trie_;
+  std::vector<ByteBits> below_;
   std::vector<int32_t> token_ids_;
   int32_t max_depth_ = 0;
 };

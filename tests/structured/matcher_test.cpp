@@ -111,6 +111,7 @@ TEST(Matcher, PrefixAndChoiceThroughCompiler) {
   spec.kind = StructuredOutput::Kind::kChoice;
   spec.choices = {"yes", "no"};
   spec.prefix = "<tool_call>";
+  spec.suffix = "!";
   auto g = compiler.Compile(spec);
   ASSERT_TRUE(g.ok()) << g.status().message();
   EXPECT_EQ(*compiler.Compile(spec), *g);  // cached
@@ -119,10 +120,13 @@ TEST(Matcher, PrefixAndChoiceThroughCompiler) {
   ASSERT_TRUE(m.AcceptToken(128));
   EXPECT_EQ(Allowed(m), (Ids{'n', 'y'}));
   ASSERT_TRUE(m.AcceptBytes("no"));
+  EXPECT_FALSE(m.CanEnd());
+  EXPECT_EQ(Allowed(m), (Ids{'!'}));
+  ASSERT_TRUE(m.AcceptBytes("!"));
   EXPECT_TRUE(m.IsTerminated());
   spec.choices.clear();
   EXPECT_EQ(compiler.Compile(spec).status().message(), "choice: the list of choices is empty");
-  StructuredOutput bad{StructuredOutput::Kind::kGbnf, "root ::= x", {}, ""};
+  StructuredOutput bad{StructuredOutput::Kind::kGbnf, "root ::= x", {}, "", ""};
   EXPECT_EQ(compiler.Compile(bad).status().message(), "grammar: rule 'x' is used but never defined");
 }
 

@@ -28,8 +28,9 @@ struct MaskBenchOptions {
 Result<boost::json::object> RunMaskBenchmark(const Tokenizer& tokenizer, const std::vector<std::string>& schemas,
                                              const MaskBenchOptions& options);
 
-// `prompts` through `llm` twice, both with seeded sampling at temperature 1: unconstrained (ignore_eos, max_tokens
-// each) and with schema i % schemas as the grammar (a random model then walks its grammar). Returns
+// `prompts` through `llm` twice, both greedy: unconstrained (ignore_eos, max_tokens
+// matched to the constrained twin's length) and with schema i % schemas as the grammar (a random model then walks
+// its grammar). Returns
 // {"benchmark": "structured-decode", "requests", "unconstrained": {...}, "constrained": {...},
 // "decode_tps_ratio"}.
 Result<boost::json::object> RunConstrainedDecodeBenchmark(LLM& llm, const Tokenizer& tokenizer,

@@ -478,7 +478,8 @@ int RunStructured(const BenchOptions& o, const StructuredCli& s) {
   std::unique_ptr<LLM> llm;
   int32_t vocab = text->tokenizer()->size();
   if (!s.skip_decode) {
-    auto loaded = Load(o, Config(o, s.requests));
+    // No prefix cache: the second run must not find the first run's prompts computed.
+    auto loaded = Load(o, Config(o, s.requests, /*prefix_caching=*/false));
     if (!loaded.ok()) return Fail(loaded.status().message());
     llm = std::move(*loaded);
     vocab = llm->model().config().vocab;

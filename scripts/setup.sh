@@ -14,6 +14,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy                # tests/reference: the independent numpy forward pass
   python3-dev pybind11-dev python3-pytest  # python/: the `parallm` package and its tests
+  python3-jsonschema                   # tests/structured: an independent validator of constrained outputs
 )
 
 SUDO=""

@@ -101,6 +101,11 @@ int Run(const BatchOptions& o) {
     int line;
   };
   std::vector<Job> jobs;
+  // Structured outputs (response_format, structured_outputs, guided_*) compile against the model's vocabulary.
+  std::unique_ptr<structured::GrammarCompiler> grammars;
+  if (text->has_tokenizer())
+    grammars = std::make_unique<structured::GrammarCompiler>(
+        structured::TokenVocab::FromTokenizer(*text->tokenizer(), llm->model().config().vocab));
   int bad = 0, skipped = 0, line_no = 0;
   std::string line;
   std::set<std::string> seen;
@@ -111,7 +116,7 @@ int Run(const BatchOptions& o) {
   while (std::getline(in, line)) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto parsed = ParseBatchLine(line, line_no, llm->model().config().vocab, &*text, tool_parser);
+    auto parsed = ParseBatchLine(line, line_no, llm->model().config().vocab, &*text, tool_parser, grammars.get());
     if (parsed.ok() && seen.contains(parsed->id)) parsed = Err("duplicate id '{}'", parsed->id);
     if (!parsed.ok()) {
       ++bad;

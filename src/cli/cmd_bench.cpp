@@ -17,6 +17,7 @@
 #include "bench/detok.h"
 #include "bench/offline.h"
 #include "bench/serve_client.h"
+#include "bench/structured_bench.h"
 #include "bench/tokenize_bench.h"
 #include "chat/model_text.h"
 #include "cli/commands.h"
@@ -507,6 +508,58 @@ int RunServe(const ServeCli& s) {
   return 0;
 }
 
+struct StructuredCli {
+  std::string corpus = "tests/structured/schema_corpus.jsonl";
+  int steps = 64;
+  int walks = 2;
+  int requests = 64;
+  bool skip_decode = false;
+};
+
+int RunStructured(const BenchOptions& o, const StructuredCli& s) {
+  // The corpus: one {"name", "schema"} per line (tests/structured/schema_corpus.jsonl).
+  std::ifstream in(s.corpus);
+  if (!in) return Fail(fmt::format("{}: cannot read the schema corpus", s.corpus));
+  std::vector<std::string> schemas;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    boost::system::error_code ec;
+    boost::json::value v = boost::json::parse(line, ec);
+    if (ec || !v.is_object() || !v.as_object().contains("schema"))
+      return Fail(fmt::format("{}: line {} is not {{\"name\", \"schema\"}}", s.corpus, schemas.size() + 1));
+    schemas.push_back(boost::json::serialize(v.as_object().at("schema")));
+  }
+  auto text = LoadModelTextForCommand(o.model, o.tokenizer, "");
+  if (!text.ok()) return Fail(text.status().message());
+  if (!text->has_tokenizer()) return Fail("bench structured needs a tokenizer (--tokenizer)");
+  boost::json::object report;
+  std::unique_ptr<LLM> llm;
+  int32_t vocab = text->tokenizer()->size();
+  if (!s.skip_decode) {
+    // No prefix cache: the second run must not find the first run's prompts computed.
+    auto loaded = Load(o, Config(o, s.requests, /*prefix_caching=*/false));
+    if (!loaded.ok()) return Fail(loaded.status().message());
+    llm = std::move(*loaded);
+    vocab = llm->model().config().vocab;
+    report = Header(o, *llm, "structured");
+  }
+  bench::MaskBenchOptions mo;
+  mo.vocab_size = vocab;
+  mo.max_steps = s.steps;
+  mo.walks = s.walks;
+  auto masks = bench::RunMaskBenchmark(*text->tokenizer(), schemas, mo);
+  if (!masks.ok()) return Fail(masks.status().message());
+  report["mask"] = *masks;
+  if (llm) {
+    bench::Workload w{s.requests, o.input_len, o.max_tokens, 7};
+    auto decode = bench::RunConstrainedDecodeBenchmark(*llm, *text->tokenizer(), schemas,
+                                                        bench::RandomPrompts(w, vocab), o.max_tokens);
+    if (!decode.ok()) return Fail(decode.status().message());
+    report["decode"] = *decode;
+  }
+  return WriteJson(o.output, report);
+}
+
 void AddModelOptions(CLI::App* cmd, BenchOptions& o) {
   cmd->add_option("-m,--model", o.model, "Model file/folder, or synthetic:PRESET[:TYPE] built in memory")
       ->capture_default_str();
@@ -568,6 +621,17 @@ void AddBenchCommand(CLI::App& app) {
   tokenize->add_flag("--reference-long", t->reference_long, "--reference with the 1x long inputs too (slow: about a minute)");
   tokenize->add_option("--reference-script", t->reference_script, "The node benchmark script")->capture_default_str();
   tokenize->callback([o, t] { ExitOnError(RunTokenize(*o, *t)); });
+  auto st = std::make_shared<StructuredCli>();
+  auto* structured = bench->add_subcommand(
+      "structured", "Constrained decoding: mask time per token over a JSON Schema corpus, and decode with N constrained vs unconstrained requests");
+  AddModelOptions(structured, *o);
+  structured->add_option("--tokenizer", o->tokenizer, "Tokenizer (default: the model's), e.g. ../shared/tokenizers/qwen3");
+  structured->add_option("--corpus", st->corpus, "JSON Schema corpus, one {name, schema} per line")->capture_default_str();
+  structured->add_option("--steps", st->steps, "Tokens per simulated request (mask benchmark)")->capture_default_str();
+  structured->add_option("--walks", st->walks, "Simulated requests per schema (the first cold)")->capture_default_str();
+  structured->add_option("--requests", st->requests, "Concurrent requests in the decode comparison")->capture_default_str();
+  structured->add_flag("--skip-decode", st->skip_decode, "Only the mask benchmark (no model is loaded)");
+  structured->callback([o, st] { ExitOnError(RunStructured(*o, *st)); });
   auto sv = std::make_shared<ServeCli>();
   auto* serve = bench->add_subcommand(
       "serve", "Online load on any OpenAI-compatible server (parallm serve, vLLM, llama.cpp): TTFT, TPOT, ITL, E2E, tok/s");

@@ -73,7 +73,7 @@ void Engine::ForkCopies(const ScheduledRequest& s, std::span<const float> logits
     child->choice_index = k;
     child->priority = parent.priority;
     std::copy(logits.begin(), logits.end(), row.begin());
-    const SampleResult first = child->sampler.Sample(row, child->prompt(), {});
+    const SampleResult first = child->SampleNext(row);
     // Share the prompt's KV blocks when the copy can run now; the partly filled last block is copied.
     std::vector<std::pair<int32_t, int32_t>> copies;
     const bool shares = scheduler_.HasRoomToRun() &&
@@ -83,8 +83,8 @@ void Engine::ForkCopies(const ScheduledRequest& s, std::span<const float> logits
     if (params.logprobs >= 0) out.new_samples.push_back(first);
     const Request* copy = child.get();  // alive until the next Update hands it out, if it finishes at once
     scheduler_.AddForked(std::move(child), first, shares);
-    if (copy->is_finished() && copy->finish_reason == FinishReason::kStop) {
-      out.new_tokens.clear();  // its first token was a stop token: not part of the output
+    if (copy->num_output_tokens() == 0) {
+      out.new_tokens.clear();  // its first token was a stop token: not part of the output (a grammar's last is)
       out.new_samples.clear();
     }
     outputs->push_back(std::move(out));
@@ -93,7 +93,7 @@ void Engine::ForkCopies(const ScheduledRequest& s, std::span<const float> logits
 
 std::vector<SampleResult> Engine::SampleWithDraft(Request& r, std::span<float> rows, int32_t num_draft) {
   const size_t vocab = static_cast<size_t>(model_.config().vocab);
-  if (num_draft == 0) return {r.sampler.Sample(rows, r.prompt(), r.output())};
+  if (num_draft == 0) return {r.SampleNext(rows)};
   // Speculative decoding with a draft of single tokens (a point mass per position): rejection sampling accepts
   // draft token d with probability p(d) and otherwise draws from p without d. Drawing t ~ p and accepting d iff
   // t == d is that same procedure, and it draws exactly as decoding without a draft would: the output, greedy or
@@ -101,7 +101,9 @@ std::vector<SampleResult> Engine::SampleWithDraft(Request& r, std::span<float> r
   std::vector<SampleResult> results;
   std::vector<int32_t> output(r.output().begin(), r.output().end());
   for (int32_t j = 0; j <= num_draft; ++j) {
-    results.push_back(r.sampler.Sample(rows.subspan(static_cast<size_t>(j) * vocab, vocab), r.prompt(), output));
+    // With a grammar each draw advances its matcher: every token drawn here is emitted (accepted ones and the
+    // last), so the matcher stays where the output is.
+    results.push_back(r.SampleNext(rows.subspan(static_cast<size_t>(j) * vocab, vocab), output));
     if (j == num_draft || results.back().token != r.draft_tokens[static_cast<size_t>(j)]) break;
     output.push_back(results.back().token);
   }

@@ -1,6 +1,8 @@
 // Request helpers.
 #include "engine/request.h"
 
+#include <algorithm>
+
 namespace parallm {
 
 const char* FinishReasonName(FinishReason r) {
@@ -27,6 +29,24 @@ Request::Request(RequestId id_in, std::vector<int32_t> prompt_in, SamplingParams
         return p;
       }()),
       eos_tokens(eos),
-      arrival(Clock::now()) {}
+      arrival(Clock::now()) {
+  if (params.grammar) matcher = std::make_unique<structured::GrammarMatcher>(params.grammar);
+}
+
+SampleResult Request::SampleNext(std::span<float> logits) { return SampleNext(logits, output()); }
+
+SampleResult Request::SampleNext(std::span<float> logits, std::span<const int32_t> output) {
+  if (matcher == nullptr) return sampler.Sample(logits, prompt(), output);
+  allowed.resize(static_cast<size_t>(matcher->grammar().vocab().mask_words()));
+  matcher->FillMask(allowed, params.ignore_eos ? std::span<const int32_t>() : eos_tokens);
+  SampleResult result = sampler.Sample(logits, prompt(), output, allowed);
+  const bool eos = std::find(eos_tokens.begin(), eos_tokens.end(), result.token) != eos_tokens.end();
+  if (!eos) {
+    // A refused token happens only when the mask left nothing (a grammar the vocabulary cannot spell).
+    const bool accepted = matcher->AcceptToken(result.token);
+    grammar_ended = !accepted || matcher->IsTerminated();
+  }
+  return result;
+}
 
 }  // namespace parallm

@@ -12,6 +12,7 @@
 #include "cache/kv_cache_manager.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
+#include "structured/matcher.h"
 
 namespace parallm {
 
@@ -50,11 +51,23 @@ struct Request {
   std::vector<int32_t> draft_tokens;
   int64_t num_draft_tokens = 0;
   int64_t num_accepted_tokens = 0;
+  // Structured output (params.grammar): where the output stands in its grammar, the step's mask buffer, and
+  // whether the grammar has ended the request (complete with nothing allowed after, or a refused token); the
+  // last token is then kept, unlike a stop token.
+  std::unique_ptr<structured::GrammarMatcher> matcher;
+  std::vector<uint32_t> allowed;
+  bool grammar_ended = false;
 
   Clock::time_point arrival;
   std::optional<Clock::time_point> first_scheduled;
   std::optional<Clock::time_point> first_token;
   std::optional<Clock::time_point> finished;
+
+  // Samples the next token from this request's row of logits (modified in place): masked to what its grammar
+  // allows, if it has one, which then advances. Touches only this request (and its grammar's locked caches).
+  SampleResult SampleNext(std::span<float> logits);
+  // The same, for the token after `output` (the output so far plus draft tokens accepted earlier in this step).
+  SampleResult SampleNext(std::span<float> logits, std::span<const int32_t> output);
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+
+#include "structured/matcher.h"
 
 namespace parallm {
 
@@ -30,6 +33,9 @@ Status SamplingParams::Validate(int32_t vocab_size) const {
     if (s.size() > 1024) return Err("stop strings are at most 1024 bytes");
   for (int32_t t : stop_token_ids)
     if (t < 0 || t >= vocab_size) return Err("stop_token_ids entry {} is outside the vocabulary", t);
+  if (grammar && grammar->vocab_size() != vocab_size)
+    return Err("the structured-output grammar was compiled for a vocabulary of {} tokens, the model has {}",
+               grammar->vocab_size(), vocab_size);
   return Status::Ok();
 }
 
@@ -75,8 +81,25 @@ float LogSumExp(std::span<const float> logits) {
 
 }  // namespace
 
+void ApplyTokenMask(std::span<float> logits, std::span<const uint32_t> allowed) {
+  constexpr float kNever = -std::numeric_limits<float>::infinity();
+  const size_t n = logits.size();
+  for (size_t w = 0; w < allowed.size() && w * 32 < n; ++w) {
+    const uint32_t bits = allowed[w];
+    if (bits == ~0u) continue;
+    const size_t end = std::min(n, w * 32 + 32);
+    if (bits == 0) {
+      std::fill(logits.begin() + static_cast<std::ptrdiff_t>(w * 32), logits.begin() + static_cast<std::ptrdiff_t>(end), kNever);
+      continue;
+    }
+    for (size_t t = w * 32; t < end; ++t)
+      if (!(bits >> (t & 31) & 1)) logits[t] = kNever;
+  }
+  for (size_t t = allowed.size() * 32; t < n; ++t) logits[t] = kNever;
+}
+
 SampleResult Sampler::Sample(std::span<float> logits, std::span<const int32_t> prompt,
-                             std::span<const int32_t> output) {
+                             std::span<const int32_t> output, std::span<const uint32_t> allowed) {
   const SamplingParams& p = params_;
   SampleResult result;
   // Logprobs are the model's own (before bias, penalties and temperature), as OpenAI and vLLM report them.
@@ -86,6 +109,7 @@ SampleResult Sampler::Sample(std::span<float> logits, std::span<const int32_t> p
     raw_.assign(logits.begin(), logits.end());
     raw_log_total = LogSumExp(raw_);
   }
+  if (!allowed.empty()) ApplyTokenMask(logits, allowed);
   for (const auto& [token, bias] : p.logit_bias) logits[static_cast<size_t>(token)] += bias;
   if (p.repetition_penalty != 1.0f) {
     // CTRL / HF: positive logits are divided, negative multiplied, once per distinct token seen.

@@ -28,8 +28,10 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
   // `logits` is modified in place (bias, penalties, temperature). `prompt` and `output` are the request's
-  // tokens so far, for the penalties.
-  SampleResult Sample(std::span<float> logits, std::span<const int32_t> prompt, std::span<const int32_t> output);
+  // tokens so far, for the penalties. `allowed` (when not empty): a bitmask (bit t of word t / 32) of the tokens
+  // that may be chosen (a grammar's mask); the others get -inf before anything else (logprobs stay the model's).
+  SampleResult Sample(std::span<float> logits, std::span<const int32_t> prompt, std::span<const int32_t> output,
+                      std::span<const uint32_t> allowed = {});
 
  private:
   // Draws from softmax(logits) truncated by top-k, top-p and min-p, with the request's RNG.
@@ -42,6 +44,9 @@ class Sampler {
   std::vector<float> raw_;      // the logits as the model gave them, when logprobs are asked
   std::unordered_map<int32_t, int32_t> counts_;
 };
+
+// Sets the logits of the tokens whose bit in `allowed` is clear (and of all ids past its end) to -inf.
+void ApplyTokenMask(std::span<float> logits, std::span<const uint32_t> allowed);
 
 // Greedy ties go to the lowest id, so greedy decoding is deterministic.
 int32_t ArgMax(std::span<const float> logits);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -9,6 +10,11 @@
 #include "util/status.h"
 
 namespace parallm {
+
+namespace structured {
+class CompiledGrammar;
+}
+
 
 struct SamplingParams {
   int32_t max_tokens = 16;          // max_tokens
@@ -27,6 +33,10 @@ struct SamplingParams {
   int32_t n = 1;                    // n: completions per prompt; the copies share the prompt's KV blocks
   uint64_t seed = 0;                // seed: the request's own RNG stream (copy k of n uses seed + k)
   bool has_seed = false;            // no seed: the engine derives one from the request id
+  // response_format / structured_outputs: the output must follow this grammar (compiled for the model's
+  // vocabulary by structured::GrammarCompiler); each step's logits are masked to the tokens it allows, and the
+  // request stops once the grammar is complete and nothing may follow.
+  std::shared_ptr<const structured::CompiledGrammar> grammar;
 
   // Checks ranges (temperature >= 0, 0 < top_p <= 1, ...) with errors naming the field.
   Status Validate(int32_t vocab_size) const;

@@ -158,6 +158,10 @@ bool Scheduler::AppendToken(Request* r, const SampleResult& result) {
     Finish(r, FinishReason::kStop);
     return true;
   }
+  if (r->grammar_ended) {  // the grammar is complete and allows nothing more: done, its last token kept
+    Finish(r, FinishReason::kStop);
+    return true;
+  }
   if (r->num_output_tokens() >= r->params.max_tokens || r->num_tokens() >= config_.max_model_len) {
     Finish(r, FinishReason::kLength);
     return true;

@@ -5,6 +5,7 @@
 #include <array>
 
 #include "openai/request_json.h"
+#include "openai/structured_request.h"
 #include "util/strings.h"
 
 namespace parallm::openai {
@@ -43,6 +44,7 @@ std::variant<ApiRequest, ApiError> ParseCommon(const boost::json::object& o, Api
   auto params = ParseSamplingParams(o);
   if (!params.ok()) return FromStatus(params.status());
   r.params = std::move(*params);
+  if (Status st = ApplyStructuredOutput(o, context.grammars, &r.params); !st.ok()) return FromStatus(st);
   return r;
 }
 
@@ -110,10 +112,11 @@ std::optional<ApiError> NormalizeContent(boost::json::object& message, size_t in
 }  // namespace
 
 std::string ParamOfMessage(std::string_view message) {
-  static constexpr std::array<std::string_view, 21> kFields = {
+  static constexpr std::array<std::string_view, 27> kFields = {
       "max_tokens", "n",  "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
       "repetition_penalty", "seed", "ignore_eos", "logprobs", "top_logprobs", "logit_bias", "stop",
-      "stop_token_ids", "prompt", "messages", "model", "stream", "max_completion_tokens"};
+      "stop_token_ids", "prompt", "messages", "model", "stream", "max_completion_tokens", "response_format",
+      "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar"};
   std::string_view word = message;
   if (!word.empty() && word.front() == '\'') word.remove_prefix(1);
   const size_t end = word.find_first_not_of("abcdefghijklmnopqrstuvwxyz_");

@@ -14,6 +14,7 @@
 #include "engine/sampling_params.h"
 #include "openai/tool_parser.h"
 #include "openai/tools.h"
+#include "structured/structured_output.h"
 
 namespace parallm::openai {
 
@@ -54,6 +55,8 @@ struct ParseContext {
   int32_t max_prompts = 256;             // completions: prompts in one request
   ToolParser tool_parser = ToolParser::kNone;  // --tool-call-parser, or the one the chat template calls for
   bool auto_tool_choice = false;               // --enable-auto-tool-choice: tool_choice "auto" is parsed
+  // Compiles response_format / structured_outputs / guided_* for the model's vocabulary (null: no tokenizer).
+  structured::GrammarCompiler* grammars = nullptr;
 };
 
 using ParsedRequest = std::variant<ApiRequest, ApiError>;

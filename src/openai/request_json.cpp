@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "openai/structured_request.h"
+
 namespace parallm::openai {
 namespace {
 
@@ -107,7 +109,7 @@ Result<SamplingParams> ParseSamplingParams(const boost::json::object& o) {
 }
 
 Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_t vocab_size, const ModelText* model_text,
-                                    ToolParser tool_parser) {
+                                    ToolParser tool_parser, structured::GrammarCompiler* grammars) {
   boost::system::error_code ec;
   boost::json::value v = boost::json::parse(line, ec);
   if (ec) return Err("invalid JSON: {}", ec.message());
@@ -169,6 +171,7 @@ Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_
   }
   if (r.prompt.empty()) return Err("the prompt is empty");
   PARALLM_ASSIGN_OR_RETURN(r.params, ParseSamplingParams(o));
+  PARALLM_RETURN_IF_ERROR(ApplyStructuredOutput(o, grammars, &r.params));
   PARALLM_RETURN_IF_ERROR(r.params.Validate(vocab_size));
   return r;
 }

@@ -11,6 +11,7 @@
 #include "engine/sampling_params.h"
 #include "openai/tool_parser.h"
 #include "openai/tools.h"
+#include "structured/structured_output.h"
 #include "util/status.h"
 
 namespace parallm::openai {
@@ -33,8 +34,10 @@ struct BatchRequest {
 // fields}. Ids may be strings or numbers (kept as text). Text prompts and messages (through the chat template,
 // with "tools" when given) need `text`. The default max_tokens is 16, as OpenAI's completions API. With "messages",
 // "tools", "tool_choice" and "parallel_tool_calls" as in chat requests (tools.h); answers are parsed for calls with
-// `tool_parser` (tool_choice "auto", "required" or named need one).
+// `tool_parser` (tool_choice "auto", "required" or named need one). response_format / structured_outputs /
+// guided_* are compiled with `grammars` (null: refused).
 Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_t vocab_size, const ModelText* text,
-                                    ToolParser tool_parser = ToolParser::kNone);
+                                    ToolParser tool_parser = ToolParser::kNone,
+                                    structured::GrammarCompiler* grammars = nullptr);
 
 }  // namespace parallm::openai

@@ -49,6 +49,11 @@ void ApiServer::SetEngine(std::shared_ptr<AsyncEngine> engine, std::shared_ptr<c
   parse_context_.max_prompts = config_.max_prompts;
   parse_context_.tool_parser = tool_parser;
   parse_context_.auto_tool_choice = auto_tool_choice;
+  if (text_->has_tokenizer()) {
+    grammars_ = std::make_unique<structured::GrammarCompiler>(
+        structured::TokenVocab::FromTokenizer(*text_->tokenizer(), parse_context_.vocab_size));
+    parse_context_.grammars = grammars_.get();
+  }
   created_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                  .count();
   ready_ = true;

@@ -66,6 +66,7 @@ class ApiServer : public HttpHandler {
   std::shared_ptr<AsyncEngine> engine_;
   std::shared_ptr<const ModelText> text_;
   openai::ParseContext parse_context_;
+  std::unique_ptr<structured::GrammarCompiler> grammars_;  // structured outputs; when the model has a tokenizer
   int32_t active_calls_ = 0;
   int64_t created_ = 0;  // Unix seconds when the model became ready
 };

@@ -11,6 +11,9 @@
 
 #include "engine/llm.h"
 #include "formats/llama2c.h"
+#include "structured/structured_output.h"
+
+#include <boost/json.hpp>
 #include "test_models.h"
 
 namespace parallm {
@@ -401,6 +404,67 @@ TEST(LLM, TextStreamsAndStopStringsOnStories260K) {
   EXPECT_LT(cut.ids.size(), full.ids.size());
   EXPECT_EQ(streamed[0], full.text);  // the stream is the text, chunk by chunk
   EXPECT_EQ(streamed[1], cut.text);   // nothing of the stop string leaked into the stream
+  EXPECT_EQ(llm.engine().kv_manager().num_free_blocks(), 256);
+}
+
+// Constrained decoding on stories260K (SentencePiece pieces and <0xNN> byte tokens): every output is complete
+// JSON of the schema (or one of the choices), ends with finish_reason "stop" and its last token kept, and the
+// batch gives exactly what each request gives alone (greedy and seeded sampling).
+TEST(LLM, StructuredOutputsAreValidAndBatchInvariant) {
+  auto model = Model::Load(testing::FixturePath("models/stories260K/stories260K.bin"));
+  ASSERT_TRUE(model.ok());
+  auto tok = ReadLlama2cTokenizer(testing::FixturePath("models/stories260K/tok512.bin"));
+  ASSERT_TRUE(tok.ok());
+  auto tokenizer = std::make_shared<Tokenizer>(Tokenizer::FromLlama2c(*tok));
+  const int32_t vocab = (*model)->config().vocab;
+  structured::GrammarCompiler compiler(structured::TokenVocab::FromTokenizer(*tokenizer, vocab));
+  structured::StructuredOutput schema{structured::StructuredOutput::Kind::kJsonSchema,
+                                      R"g({"type": "object", "properties": {"name": {"type": "string", "maxLength": 6},
+                                          "age": {"type": "integer", "minimum": 0, "maximum": 120},
+                                          "pet": {"enum": ["cat", "dog"]}}, "required": ["name", "age", "pet"],
+                                          "additionalProperties": false})g",
+                                      {}, "", ""};
+  structured::StructuredOutput choice{structured::StructuredOutput::Kind::kChoice, "", {"yes", "no", "maybe"}, "", ""};
+  auto json_grammar = compiler.Compile(schema);
+  ASSERT_TRUE(json_grammar.ok()) << json_grammar.status().message();
+  auto choice_grammar = compiler.Compile(choice);
+  ASSERT_TRUE(choice_grammar.ok());
+  LLM llm(std::move(*model), SmallConfig());
+  llm.SetTokenizer(tokenizer);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<SamplingParams> params;
+  for (int i = 0; i < 8; ++i) {
+    prompts.push_back(tokenizer->Encode(i % 2 ? "Once upon a time" : "Lily had a dog", true, false));
+    SamplingParams p;
+    p.max_tokens = 200;  // far more than the grammar needs: whitespace is bounded too
+    p.grammar = i < 6 ? *json_grammar : *choice_grammar;
+    if (i % 2 == 1) {
+      p.temperature = 1.0f;
+      p.seed = 7 + static_cast<uint64_t>(i);
+      p.has_seed = true;
+    }
+    params.push_back(p);
+  }
+  auto batched = llm.Generate(prompts, params);
+  ASSERT_TRUE(batched.ok()) << batched.status().message();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Choice& c = (*batched)[i].choices[0];
+    EXPECT_EQ(c.finish_reason, FinishReason::kStop) << c.text;
+    const std::string text = tokenizer->Decode(c.ids, true);
+    structured::GrammarMatcher check(params[i].grammar);
+    EXPECT_TRUE(check.AcceptBytes(text) && check.CanEnd()) << text;
+    if (i < 6) {
+      boost::system::error_code ec;
+      boost::json::value v = boost::json::parse(text, ec);
+      ASSERT_FALSE(ec) << text;
+      EXPECT_TRUE(v.as_object().contains("name") && v.as_object().at("age").is_int64()) << text;
+    } else {
+      EXPECT_TRUE(text == "yes" || text == "no" || text == "maybe") << text;
+    }
+    auto alone = llm.Generate({prompts[i]}, {params[i]});
+    ASSERT_TRUE(alone.ok());
+    EXPECT_EQ((*alone)[0].ids(), c.ids) << "request " << i;
+  }
   EXPECT_EQ(llm.engine().kv_manager().num_free_blocks(), 256);
 }
 

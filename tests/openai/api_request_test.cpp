@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "openai/request_json.h"
 #include "test_paths.h"
 
 namespace parallm::openai {
@@ -16,7 +17,17 @@ class ApiRequestTest : public ::testing::Test {
     ASSERT_TRUE(text.ok()) << text.status().message();
     text_ = new ModelText(std::move(*text));
   }
-  static void TearDownTestSuite() { delete text_; }
+  // Only the structured-output test builds the 151K-token vocabulary table (ctest runs each case alone).
+  static void UseGrammars() {
+    if (grammars_ == nullptr)
+      grammars_ = new structured::GrammarCompiler(
+          structured::TokenVocab::FromTokenizer(*text_->tokenizer(), text_->tokenizer()->size()));
+  }
+  static void TearDownTestSuite() {
+    delete grammars_;
+    grammars_ = nullptr;
+    delete text_;
+  }
 
   ParseContext Context() const {
     ParseContext c;
@@ -24,6 +35,7 @@ class ApiRequestTest : public ::testing::Test {
     c.vocab_size = text_->tokenizer()->size();
     c.max_model_len = 64;
     c.text = text_;
+    c.grammars = grammars_;
     return c;
   }
   ApiRequest Completion(const std::string& body) {
@@ -43,8 +55,10 @@ class ApiRequestTest : public ::testing::Test {
   }
 
   static ModelText* text_;
+  static structured::GrammarCompiler* grammars_;
 };
 ModelText* ApiRequestTest::text_ = nullptr;
+structured::GrammarCompiler* ApiRequestTest::grammars_ = nullptr;
 
 TEST_F(ApiRequestTest, EveryPromptShapeGivesTheSameTokens) {
   const std::vector<int32_t> hello = text_->EncodePrompt("Hello world").value();
@@ -168,6 +182,79 @@ TEST_F(ApiRequestTest, BadChatNamesTheField) {
             "max_completion_tokens");
   EXPECT_EQ(ChatError(R"({"messages": [{"role": "user", "content": "x"}], "tools": 5})").param, "tools");
   EXPECT_EQ(ChatError(R"({"messages": [{"role": "user", "content": "x"}], "model": "m"})").status, 404);
+}
+
+// Whether `r`'s grammar accepts exactly `text` (as a whole output).
+bool GrammarAccepts(const ApiRequest& r, std::string_view text) {
+  if (!r.params.grammar) return false;
+  structured::GrammarMatcher m(r.params.grammar);
+  return m.AcceptBytes(text) && m.CanEnd();
+}
+
+TEST_F(ApiRequestTest, StructuredOutputFieldsCompileToGrammars) {
+  UseGrammars();
+  const std::string chat = R"g("messages": [{"role": "user", "content": "x"}])g";
+  auto parse_chat = [&](const std::string& fields) {
+    ParsedRequest r = ParseChatRequest("{" + chat + ", " + fields + "}", Context());
+    if (auto* e = std::get_if<ApiError>(&r)) ADD_FAILURE() << fields << ": " << e->message;
+    return std::holds_alternative<ApiRequest>(r) ? std::get<ApiRequest>(r) : ApiRequest{};
+  };
+  const ApiRequest schema = parse_chat(R"g("response_format": {"type": "json_schema", "json_schema": {"name": "p",
+      "strict": true, "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+      "additionalProperties": false}}})g");
+  EXPECT_TRUE(GrammarAccepts(schema, R"g({"a": 12})g"));
+  EXPECT_FALSE(GrammarAccepts(schema, R"g({"a": "12"})g"));
+  EXPECT_TRUE(GrammarAccepts(parse_chat(R"g("response_format": {"type": "json_object"})g"), R"g({"x": [1, {}]})g"));
+  EXPECT_EQ(parse_chat(R"g("response_format": {"type": "text"})g").params.grammar, nullptr);
+  EXPECT_TRUE(GrammarAccepts(parse_chat(R"g("structured_outputs": {"regex": "[a-c]{3}"})g"), "abc"));
+  EXPECT_TRUE(GrammarAccepts(parse_chat(R"g("structured_outputs": {"choice": ["up", "down"]})g"), "down"));
+  EXPECT_TRUE(GrammarAccepts(parse_chat(R"g("structured_outputs": {"grammar": "root ::= \"x\"+"})g"), "xxx"));
+  EXPECT_TRUE(GrammarAccepts(parse_chat(R"g("structured_outputs": {"json": {"type": "boolean"}})g"), "true"));
+  EXPECT_TRUE(GrammarAccepts(parse_chat(R"g("guided_json": {"enum": [1, 2]})g"), "2"));
+  EXPECT_TRUE(GrammarAccepts(parse_chat(R"g("guided_regex": "\\d+")g"), "42"));
+  EXPECT_TRUE(GrammarAccepts(parse_chat(R"g("guided_choice": ["a", "b"])g"), "b"));
+  EXPECT_TRUE(GrammarAccepts(parse_chat(R"g("guided_grammar": "root ::= [0-9]")g"), "7"));
+  // The same fields on completions.
+  ParsedRequest c = ParseCompletionRequest(R"g({"prompt": "x", "guided_choice": ["yes", "no"]})g", Context());
+  ASSERT_TRUE(std::holds_alternative<ApiRequest>(c));
+  EXPECT_TRUE(GrammarAccepts(std::get<ApiRequest>(c), "no"));
+
+  struct Bad {
+    const char* fields;
+    const char* param;
+    const char* message_part;
+  };
+  const Bad bad[] = {
+      {R"g("response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object",
+          "properties": {"t": {"type": "array", "uniqueItems": true}}}}})g",
+       "response_format", "unsupported JSON Schema keyword 'uniqueItems' at #/properties/t"},
+      {R"g("response_format": {"type": "yaml"})g", "response_format", "'yaml'"},
+      {R"g("response_format": {"type": "json_schema"})g", "response_format", "json_schema"},
+      {R"g("structured_outputs": {"regex": "(a"})g", "structured_outputs", "unclosed '('"},
+      {R"g("structured_outputs": {"choice": []})g", "structured_outputs", "non-empty list"},
+      {R"g("structured_outputs": {"grammar": "root ::= undefined-rule"})g", "structured_outputs",
+       "rule 'undefined-rule' is used but never defined"},
+      {R"g("structured_outputs": {"jsonn": {}})g", "structured_outputs", "unknown field 'jsonn'"},
+      {R"g("guided_regex": "a(?=b)")g", "guided_regex", "lookaround"},
+      {R"g("guided_json": {"$ref": "#/nowhere"})g", "guided_json", "does not resolve"},
+      {R"g("guided_choice": ["a"], "guided_regex": "a")g", "guided_regex", "give only one"},
+  };
+  for (const Bad& b : bad) {
+    const ApiError e = ChatError("{" + chat + ", " + b.fields + "}");
+    EXPECT_EQ(e.status, 400) << b.fields;
+    EXPECT_EQ(e.param, b.param) << b.fields << ": " << e.message;
+    EXPECT_NE(e.message.find(b.message_part), std::string::npos) << e.message;
+  }
+  // parallm batch lines take the same fields.
+  auto line = ParseBatchLine(R"g({"id": 1, "prompt": "x", "response_format": {"type": "json_object"}})g", 1,
+                             text_->tokenizer()->size(), text_, ToolParser::kNone, grammars_);
+  ASSERT_TRUE(line.ok()) << line.status().message();
+  EXPECT_NE(line->params.grammar, nullptr);
+  auto bad_line = ParseBatchLine(R"g({"prompt": "x", "guided_json": {"type": "object", "minProperties": 1}})g", 1,
+                                 text_->tokenizer()->size(), text_, ToolParser::kNone, grammars_);
+  ASSERT_FALSE(bad_line.ok());
+  EXPECT_EQ(bad_line.status().message(),
+            "'guided_json': JSON schema: unsupported JSON Schema keyword 'minProperties' at #");
 }
 
 TEST(ParamOfMessageTest, FindsTheLeadingField) {

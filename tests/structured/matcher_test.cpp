@@ -1,0 +1,134 @@
+// Exact token masks on tiny vocabularies: which tokens are allowed after which bytes, multi-byte UTF-8 split
+// across tokens, SentencePiece byte tokens, special tokens never allowed, EOS only where the grammar may end.
+#include <gtest/gtest.h>
+
+#include "formats/llama2c.h"
+#include "structured/gbnf.h"
+#include "structured/matcher.h"
+#include "structured/structured_output.h"
+#include "test_paths.h"
+#include "tokenizer/tokenizer.h"
+
+namespace parallm::structured {
+namespace {
+
+std::shared_ptr<const CompiledGrammar> Compile(const std::string& gbnf, std::shared_ptr<const TokenVocab> vocab) {
+  auto g = ParseGbnf(gbnf);
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  return std::make_shared<const CompiledGrammar>(std::move(*g), std::move(vocab));
+}
+
+// The allowed token ids, in order, with `eos` added where the grammar may end.
+std::vector<int32_t> Allowed(const GrammarMatcher& m, std::vector<int32_t> eos = {}) {
+  std::vector<uint32_t> mask(static_cast<size_t>(m.grammar().vocab().mask_words()));
+  m.FillMask(mask, eos);
+  std::vector<int32_t> ids;
+  for (int32_t t = 0; t < m.grammar().vocab_size(); ++t)
+    if (mask[static_cast<size_t>(t) >> 5] >> (t & 31) & 1) ids.push_back(t);
+  return ids;
+}
+
+using Ids = std::vector<int32_t>;
+
+TEST(Matcher, ExactMasksAndEos) {
+  //                                      0    1    2     3     4      5    6         7 (special)  8
+  auto vocab = TokenVocab::FromBytes({"a", "b", "ab", "abc", "c", "cc", "x", std::nullopt, "bc"});
+  auto g = Compile(R"g(root ::= "a" "b" "c"*)g", vocab);
+  GrammarMatcher m(g);
+  EXPECT_EQ(Allowed(m, {7}), (Ids{0, 2, 3}));
+  EXPECT_FALSE(m.CanEnd());
+  ASSERT_TRUE(m.AcceptToken(0));  // "a"
+  EXPECT_EQ(Allowed(m, {7}), (Ids{1, 8}));
+  EXPECT_FALSE(m.AcceptToken(4));  // "c" before "b": refused, state unchanged
+  ASSERT_TRUE(m.AcceptToken(1));   // "b": complete, more c's may follow
+  EXPECT_TRUE(m.CanEnd());
+  EXPECT_FALSE(m.IsTerminated());
+  EXPECT_EQ(Allowed(m, {7}), (Ids{4, 5, 7}));  // EOS (7) allowed only now
+  EXPECT_FALSE(m.AcceptToken(7));              // a special token is never part of the text
+  ASSERT_TRUE(m.AcceptToken(5));
+  EXPECT_EQ(Allowed(m, {7}), (Ids{4, 5, 7}));
+  // A grammar that must stop: after "ab" only EOS remains.
+  auto fixed = Compile(R"g(root ::= "ab")g", vocab);
+  GrammarMatcher f(fixed);
+  ASSERT_TRUE(f.AcceptToken(2));
+  EXPECT_TRUE(f.IsTerminated());
+  EXPECT_EQ(Allowed(f, {7}), (Ids{7}));
+  // Masks are cached per state and shared between matchers of one grammar.
+  GrammarMatcher m2(g);
+  const int32_t cached = g->num_cached_masks();
+  EXPECT_EQ(Allowed(m2), (Ids{0, 2, 3}));
+  EXPECT_EQ(g->num_cached_masks(), cached);
+}
+
+TEST(Matcher, Utf8SplitAcrossTokens) {
+  // "é" is C3 A9; "ü" is C3 BC. Tokens may hold a lead byte alone, a continuation alone, or the whole char.
+  auto vocab = TokenVocab::FromBytes({"\xC3", "\xA9", "\xC3\xA9", "e", "\xBC", "\xC3\xA9\xC3", "\""});
+  auto g = Compile(R"g(root ::= "\"" [é]+ "\"")g", vocab);
+  GrammarMatcher m(g);
+  EXPECT_EQ(Allowed(m), (Ids{6}));
+  ASSERT_TRUE(m.AcceptToken(6));
+  EXPECT_EQ(Allowed(m), (Ids{0, 2, 5}));  // the lead byte alone, the whole char, char + next lead byte
+  ASSERT_TRUE(m.AcceptToken(0));
+  EXPECT_EQ(Allowed(m), (Ids{1}));  // only A9 completes é (not BC: ü is outside the class)
+  ASSERT_TRUE(m.AcceptToken(1));
+  EXPECT_EQ(Allowed(m), (Ids{0, 2, 5, 6}));
+}
+
+TEST(Matcher, SentencePieceByteTokensAndSpecials) {
+  auto bin = ReadLlama2cTokenizer(testing::FixturePath("models/stories260K/tok512.bin"));
+  ASSERT_TRUE(bin.ok()) << bin.status().message();
+  const Tokenizer tok = Tokenizer::FromLlama2c(*bin);
+  auto vocab = TokenVocab::FromTokenizer(tok, 520);  // the model pads past the tokenizer: never allowed
+  EXPECT_EQ(vocab->size(), 520);
+  EXPECT_EQ(vocab->bytes(3), std::string(1, '\0'));  // <0x00>
+  EXPECT_EQ(vocab->bytes(3 + 'A'), "A");             // <0x41>
+  EXPECT_TRUE(vocab->bytes(1).empty());              // <s>
+  EXPECT_TRUE(vocab->bytes(2).empty());              // </s>
+  EXPECT_TRUE(vocab->bytes(515).empty());
+  const auto space_the = tok.TokenToId("\xE2\x96\x81the");
+  ASSERT_TRUE(space_the.has_value());
+  EXPECT_EQ(vocab->bytes(*space_the), " the");
+  auto g = Compile(R"g(root ::= " the" | "\n")g", vocab);
+  GrammarMatcher m(g);
+  const Ids allowed = Allowed(m, {2});
+  // Every allowed token's bytes are a prefix of an accepted string, and the byte tokens for ' ' and '\n' are there.
+  for (int32_t t : allowed) {
+    const std::string& b = vocab->bytes(t);
+    EXPECT_TRUE(std::string(" the").rfind(b, 0) == 0 || b == "\n") << t;
+  }
+  EXPECT_NE(std::find(allowed.begin(), allowed.end(), 3 + ' '), allowed.end());
+  EXPECT_NE(std::find(allowed.begin(), allowed.end(), 3 + '\n'), allowed.end());
+  EXPECT_NE(std::find(allowed.begin(), allowed.end(), *space_the), allowed.end());
+  EXPECT_EQ(std::find(allowed.begin(), allowed.end(), 2), allowed.end());  // EOS: not complete yet
+}
+
+TEST(Matcher, PrefixAndChoiceThroughCompiler) {
+  std::vector<std::optional<std::string>> bytes;
+  for (int b = 0; b < 128; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+  bytes.push_back("<tool_call>");
+  GrammarCompiler compiler(TokenVocab::FromBytes(bytes));
+  StructuredOutput spec;
+  spec.kind = StructuredOutput::Kind::kChoice;
+  spec.choices = {"yes", "no"};
+  spec.prefix = "<tool_call>";
+  spec.suffix = "!";
+  auto g = compiler.Compile(spec);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(*compiler.Compile(spec), *g);  // cached
+  GrammarMatcher m(*g);
+  EXPECT_EQ(Allowed(m), (Ids{'<', 128}));
+  ASSERT_TRUE(m.AcceptToken(128));
+  EXPECT_EQ(Allowed(m), (Ids{'n', 'y'}));
+  ASSERT_TRUE(m.AcceptBytes("no"));
+  EXPECT_FALSE(m.CanEnd());
+  EXPECT_EQ(Allowed(m), (Ids{'!'}));
+  ASSERT_TRUE(m.AcceptBytes("!"));
+  EXPECT_TRUE(m.IsTerminated());
+  spec.choices.clear();
+  EXPECT_EQ(compiler.Compile(spec).status().message(), "choice: the list of choices is empty");
+  StructuredOutput bad{StructuredOutput::Kind::kGbnf, "root ::= x", {}, "", ""};
+  EXPECT_EQ(compiler.Compile(bad).status().message(), "grammar: rule 'x' is used but never defined");
+}
+
+}  // namespace
+}  // namespace parallm::structured

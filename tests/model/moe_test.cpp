@@ -81,7 +81,9 @@ TEST(MoeRouting, NearTiesRouteTheSameAloneAndInABatch) {
     // Exact duplicates: the lower id ranks first.
     for (int j = 0; j + 1 < k; ++j) {
       const int32_t a = batch.expert[static_cast<size_t>(t * k + j)], b = batch.expert[static_cast<size_t>(t * k + j + 1)];
-      if (logits[static_cast<size_t>(t * E + a)] == logits[static_cast<size_t>(t * E + b)]) EXPECT_LT(a, b);
+      if (logits[static_cast<size_t>(t * E + a)] == logits[static_cast<size_t>(t * E + b)]) {
+        EXPECT_LT(a, b);
+      }
     }
   }
   // Every assignment appears once in the grouped order, each expert's tokens ascending.

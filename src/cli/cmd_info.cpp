@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "model/config.h"
 #include "model/loader.h"
 #include "util/strings.h"
 
@@ -23,6 +24,14 @@ void AddInfoCommand(CLI::App& app) {
     std::printf("  context:  %d tokens, rope theta %g%s, rms eps %g\n", c.context_length, c.rope_theta,
                 c.rope_freq_factors.empty() ? "" : " (llama3 scaling)", c.rms_eps);
     std::printf("  weights:  %s (%s)\n", loaded->weight_types.c_str(), HumanBytes(static_cast<double>(bytes)).c_str());
+    // Mixture of experts: a token reads only its experts' weights (what bounds decode speed), not all of them.
+    const double total = static_cast<double>(ParameterCount(c)), active = static_cast<double>(ActiveParameterCount(c));
+    if (c.n_experts > 0) {
+      std::printf("  params:   %.3gB total, %.3gB active per token (%d of %d experts)\n", total / 1e9, active / 1e9,
+                  c.n_experts_used, c.n_experts);
+    } else {
+      std::printf("  params:   %.3gB\n", total / 1e9);
+    }
     if (loaded->vocab)
       std::printf("  vocab:    %d tokens (%s), bos %d, eos %d\n", loaded->vocab->size(), loaded->vocab->model.c_str(),
                   loaded->vocab->bos, loaded->vocab->eos);

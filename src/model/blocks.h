@@ -22,6 +22,9 @@ class LayerOps {
   virtual void Attention(int layer, const float* in, float* out) = 0;
   // out = Wdown · (act(Wgate in) * Wup in). out may be in.
   virtual void Mlp(int layer, const float* in, float* out) = 0;
+  // The sparse MLP of a mixture-of-experts layer (model/moe.h): each token through its top-k experts, weighted,
+  // plus the gated shared expert where there is one. out may be in.
+  virtual void Moe(int layer, const float* in, float* out) = 0;
   // residual += y.
   virtual void AddToResidual(const float* y) = 0;
 };
@@ -29,8 +32,17 @@ class LayerOps {
 // A family's layer: reads and updates ops.residual().
 using LayerBlock = void (*)(LayerOps& ops, const LayerWeights& lw, int layer);
 
+// The feed-forward sublayer of `lw`: the experts when the layer has a router, else the dense MLP.
+inline void FeedForward(LayerOps& ops, const LayerWeights& lw, int layer, const float* in, float* out) {
+  if (lw.moe.n_experts() > 0) {
+    ops.Moe(layer, in, out);
+  } else {
+    ops.Mlp(layer, in, out);
+  }
+}
+
 // The blocks of the families (defined in their arch/ files).
-void PreNormBlock(LayerOps& ops, const LayerWeights& lw, int layer);  // Llama, Mistral, Qwen, Phi-3
+void PreNormBlock(LayerOps& ops, const LayerWeights& lw, int layer);  // Llama, Mistral, Qwen, Phi-3, the MoE families
 void GemmaBlock(LayerOps& ops, const LayerWeights& lw, int layer);    // Gemma 1, 2, 3
 
 }  // namespace parallm

@@ -18,18 +18,39 @@ std::string ArchName(Arch a) {
     case Arch::kGemma2: return "gemma2";
     case Arch::kGemma3: return "gemma3";
     case Arch::kPhi3: return "phi3";
+    case Arch::kQwen2Moe: return "qwen2moe";
+    case Arch::kQwen3Moe: return "qwen3moe";
+    case Arch::kMixtral: return "mixtral";
   }
   return "?";
 }
 
-int64_t ParameterCount(const ModelConfig& c) {
+namespace {
+
+// `experts`: how many routed experts of each sparse layer to count (all of them, or the ones a token uses).
+int64_t CountParameters(const ModelConfig& c, int64_t experts) {
   const int64_t H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), F = c.ffn, V = c.vocab;
-  int64_t layer = 2 * H + H * Q + 2 * H * KV + Q * H + 3 * H * F;
-  if (c.qkv_bias) layer += Q + 2 * KV;
-  if (c.qk_norm) layer += 2 * c.head_dim;
-  if (c.post_norms) layer += 2 * H;
-  return V * H * (c.tied_embeddings ? 1 : 2) + c.n_layers * layer + H;
+  int64_t attn = 2 * H + H * Q + 2 * H * KV + Q * H;
+  if (c.qkv_bias) attn += Q + 2 * KV;
+  if (c.qk_norm) attn += 2 * c.head_dim;
+  if (c.post_norms) attn += 2 * H;
+  int64_t total = V * H * (c.tied_embeddings ? 1 : 2) + H;
+  for (int l = 0; l < c.n_layers; ++l) {
+    total += attn;
+    if (!c.LayerIsMoe(l)) {
+      total += 3 * H * F;
+      continue;
+    }
+    total += static_cast<int64_t>(c.n_experts) * H + experts * 3 * H * c.expert_ffn;  // router + experts
+    if (c.shared_expert_ffn > 0) total += 3 * H * c.shared_expert_ffn + H;           // shared expert + its gate
+  }
+  return total;
 }
+
+}  // namespace
+
+int64_t ParameterCount(const ModelConfig& c) { return CountParameters(c, c.n_experts); }
+int64_t ActiveParameterCount(const ModelConfig& c) { return CountParameters(c, c.n_experts_used); }
 
 float ModelConfig::AttentionScale() const {
   return 1.0f / std::sqrt(query_pre_attn_scalar > 0 ? query_pre_attn_scalar : static_cast<float>(head_dim));
@@ -51,6 +72,13 @@ std::string Describe(const ModelConfig& c) {
   }
   if (c.rotary_dim > 0 && c.rotary_dim != c.head_dim) s += fmt::format(", rotary {}/{}", c.rotary_dim, c.head_dim);
   if (c.rope_longrope) s += fmt::format(", LongRoPE (original context {})", c.rope_longrope->original_max_position);
+  if (c.n_experts > 0) {
+    int sparse = 0;
+    for (int l = 0; l < c.n_layers; ++l) sparse += c.LayerIsMoe(l) ? 1 : 0;
+    s += fmt::format(", {} experts top-{} x {} on {}/{} layers{}", c.n_experts, c.n_experts_used, c.expert_ffn, sparse,
+                     c.n_layers, c.norm_topk_prob ? " (renormalised)" : "");
+    if (c.shared_expert_ffn > 0) s += fmt::format(", shared expert {}", c.shared_expert_ffn);
+  }
   return s;
 }
 

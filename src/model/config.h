@@ -11,7 +11,7 @@
 
 namespace parallm {
 
-enum class Arch { kLlama, kMistral, kQwen2, kQwen3, kGemma, kGemma2, kGemma3, kPhi3 };
+enum class Arch { kLlama, kMistral, kQwen2, kQwen3, kGemma, kGemma2, kGemma3, kPhi3, kQwen2Moe, kQwen3Moe, kMixtral };
 
 // The MLP's gate activation: SwiGLU (Llama, Qwen, Phi-3) or GeGLU with tanh-approximated GELU (Gemma).
 enum class Activation { kSilu, kGeluTanh };
@@ -76,7 +76,27 @@ struct ModelConfig {
   };
   std::optional<LongRope> rope_longrope;
 
+  // Mixture of experts (Qwen2-MoE, Qwen3-MoE, Mixtral): a sparse layer routes each token to n_experts_used of
+  // n_experts gated MLPs of width expert_ffn (router: softmax over all experts in f32, the top k by probability,
+  // ties to the lowest expert id, renormalised to sum 1 when norm_topk_prob) and sums their outputs weighted by
+  // those probabilities; Qwen2-MoE adds a shared expert of width shared_expert_ffn scaled by sigmoid(x . gate).
+  // Layer l is sparse when n_experts > 0, (l + 1) % decoder_sparse_step == 0 and l is not in mlp_only_layers;
+  // the other layers run the dense MLP of width ffn.
+  int n_experts = 0;
+  int n_experts_used = 0;
+  int expert_ffn = 0;
+  int shared_expert_ffn = 0;  // 0: none
+  bool norm_topk_prob = false;
+  int decoder_sparse_step = 1;
+  std::vector<int> mlp_only_layers;
+
   int q_dim() const { return n_heads * head_dim; }
+  bool LayerIsMoe(int layer) const {
+    if (n_experts <= 0 || decoder_sparse_step <= 0 || (layer + 1) % decoder_sparse_step != 0) return false;
+    for (int l : mlp_only_layers)
+      if (l == layer) return false;
+    return true;
+  }
   int kv_dim() const { return n_kv_heads * head_dim; }
   int rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   bool LayerIsSliding(int layer) const {
@@ -97,6 +117,8 @@ struct ModelConfig {
 std::string ArchName(Arch a);  // "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3"
 // Number of weights (matrices, norms, biases): what a model of this shape stores.
 int64_t ParameterCount(const ModelConfig& c);
+// The weights one token reads: ParameterCount less the experts it is not routed to (equal for dense models).
+int64_t ActiveParameterCount(const ModelConfig& c);
 // One-line summary: "qwen2: 24 layers, hidden 896, heads 14/2 x 64, ffn 4864, vocab 151936"
 std::string Describe(const ModelConfig& c);
 

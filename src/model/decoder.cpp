@@ -9,14 +9,25 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/arch/arch.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "util/check.h"
 
 namespace parallm {
+namespace {
+
+size_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   PARALLM_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
@@ -48,8 +59,25 @@ Model::Model(LoadedModel loaded) : loaded_(std::move(loaded)) {
     const auto start = std::chrono::steady_clock::now();
     ModelWeights& w = loaded_.weights;
     std::vector<MatrixView*> mats;
+    // Experts too, unless they would not fit twice in memory (a 30B-A3B model in 4 bits is ~16 GiB of experts):
+    // PARALLM_REPACK_EXPERTS=0/1 forces the choice; by default they are repacked when their stored bytes are at most
+    // a quarter of physical memory. Unpacked experts run on the stored (memory-mapped) layout, just slower.
+    size_t expert_bytes = 0;
+    for (const LayerWeights& lw : w.layers)
+      for (const auto* list : {&lw.moe.gate, &lw.moe.up, &lw.moe.down})
+        for (const MatrixView& m : *list) expert_bytes += m.row_bytes * static_cast<size_t>(m.rows);
+    const char* env_experts = std::getenv("PARALLM_REPACK_EXPERTS");
+    const bool repack_experts = env_experts != nullptr ? std::strcmp(env_experts, "0") != 0
+                                                       : expert_bytes <= PhysicalMemoryBytes() / 4;
+    if (!repack_experts && expert_bytes > 0)
+      std::fprintf(stderr, "experts not repacked (%.1f GiB stored; PARALLM_REPACK_EXPERTS=1 forces it)\n",
+                   static_cast<double>(expert_bytes) / (1 << 30));
     for (LayerWeights& lw : w.layers) {
       for (MatrixView* m : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) mats.push_back(m);
+      for (MatrixView* m : {&lw.moe.shared_gate, &lw.moe.shared_up, &lw.moe.shared_down}) mats.push_back(m);
+      if (!repack_experts) continue;
+      for (auto* list : {&lw.moe.gate, &lw.moe.up, &lw.moe.down})
+        for (MatrixView& m : *list) mats.push_back(&m);
     }
     mats.push_back(&w.output);  // a copy of the view even when tied: the embedding lookup keeps reading the stored rows
     // One matrix per task over all cores: each is packed by one thread, so the copies do not depend on the split.
@@ -137,26 +165,92 @@ class Model::Ops final : public LayerOps {
 
   void Mlp(int layer, const float* in, float* out) override {
     const LayerWeights& lw = m_.loaded_.weights.layers[static_cast<size_t>(layer)];
-    const int64_t F = c_.ffn;
-    float *gate = m_.gate_.data(), *up = m_.up_.data();
-    const MatMulOut gate_up[] = {{&lw.w_gate, gate, F}, {&lw.w_up, up, F}};
-    MatMulMulti(gate_up, in, T_, pool_);
-    auto act = c_.activation == Activation::kGeluTanh ? GeluTanhMul : SiluMul;
-    // Elementwise (each value computed the same way whatever the split): over the pool when it is large
-    // (32 tokens x 4864 is ~155K exps per layer, a few percent of a batched step on one thread).
-    if (pool_ != nullptr && T_ * F >= 32768) {
-      const int64_t chunks = std::min<int64_t>(pool_->num_threads() * 4, (T_ * F) / 8192);
-      pool_->ParallelFor(chunks, [&](int64_t i, int) {
-        auto [b, e] = SplitRange(T_ * F, chunks, i);
-        act(gate + b, up + b, e - b, gate + b);
-      });
+    GatedMlp(lw.w_gate, lw.w_up, lw.w_down, in, T_, m_.gate_.data(), m_.up_.data(), out, pool_);
+  }
+
+  // Every token of the batch is routed (f32 router), the assignments are grouped by expert, and each active expert
+  // runs its gated MLP once over its group (its weights read once for the whole batch). Each token's output is the
+  // sum of its experts' outputs in its own rank order (then the shared expert), so it does not depend on the batch.
+  void Moe(int layer, const float* in, float* out) override {
+    const MoeWeights& moe = m_.loaded_.weights.layers[static_cast<size_t>(layer)].moe;
+    const int64_t H = c_.hidden, F = c_.expert_ffn, E = moe.n_experts(), k = c_.n_experts_used, A = T_ * k;
+    Resize(m_.router_logits_, T_ * E);
+    MatMul(moe.router, in, T_, m_.router_logits_.data(), E, pool_);
+    ExpertRouting& r = m_.routing_;
+    RouteTokens(m_.router_logits_.data(), T_, static_cast<int>(E), static_cast<int>(k), c_.norm_topk_prob, &r);
+    Resize(m_.moe_x_, A * H);
+    Resize(m_.moe_y_, A * H);
+    Resize(m_.moe_gate_, A * F);
+    Resize(m_.moe_up_, A * F);
+    float *x = m_.moe_x_.data(), *y = m_.moe_y_.data(), *g = m_.moe_gate_.data(), *u = m_.moe_up_.data();
+    for (int64_t a = 0; a < A; ++a) std::copy_n(in + r.token[static_cast<size_t>(a)] * H, H, x + a * H);
+    std::vector<int32_t>& active = m_.active_experts_;
+    active.clear();
+    for (int32_t e = 0; e < E; ++e)
+      if (r.offsets[static_cast<size_t>(e) + 1] > r.offsets[static_cast<size_t>(e)]) active.push_back(e);
+    auto run_expert = [&](int32_t e, ThreadPool* pool) {
+      const int64_t first = r.offsets[static_cast<size_t>(e)], n = r.offsets[static_cast<size_t>(e) + 1] - first;
+      GatedMlp(moe.gate[static_cast<size_t>(e)], moe.up[static_cast<size_t>(e)], moe.down[static_cast<size_t>(e)],
+               x + first * H, n, g + first * F, u + first * F, y + first * H, pool);
+    };
+    // Many small groups (decode): one expert per task; large ones (prefill): each over the pool. MatMul's results do
+    // not depend on the split, so both ways give the same bits.
+    const int threads = pool_ != nullptr ? pool_->num_threads() : 1;
+    if (pool_ != nullptr && static_cast<int>(active.size()) >= 2 * threads &&
+        A < 32 * static_cast<int64_t>(active.size())) {
+      pool_->ParallelFor(static_cast<int64_t>(active.size()), [&](int64_t i, int) { run_expert(active[static_cast<size_t>(i)], nullptr); });
     } else {
-      act(gate, up, T_ * F, gate);
+      for (int32_t e : active) run_expert(e, pool_);
     }
-    MatMul(lw.w_down, gate, T_, out, c_.hidden, pool_);
+    // The shared expert (Qwen2-MoE) reads `in`, which `out` may overwrite: computed first, with its gate.
+    const bool shared = !moe.shared_expert_gate.empty();
+    float* sh = m_.xs_.data();
+    if (shared) {
+      Resize(m_.shared_scale_, T_);
+      for (int64_t t = 0; t < T_; ++t) {
+        float dot = 0;
+        for (int64_t i = 0; i < H; ++i) dot += in[t * H + i] * moe.shared_expert_gate[static_cast<size_t>(i)];
+        m_.shared_scale_[static_cast<size_t>(t)] = 1.0f / (1.0f + std::exp(-dot));
+      }
+      GatedMlp(moe.shared_gate, moe.shared_up, moe.shared_down, in, T_, m_.gate_.data(), m_.up_.data(), sh, pool_);
+    }
+    for (int64_t t = 0; t < T_; ++t) {
+      float* o = out + t * H;
+      std::fill_n(o, H, 0.0f);
+      for (int64_t j = 0; j < k; ++j) {
+        const float w = r.weight[static_cast<size_t>(t * k + j)];
+        const float* ye = y + static_cast<int64_t>(r.position[static_cast<size_t>(t * k + j)]) * H;
+        for (int64_t i = 0; i < H; ++i) o[i] += w * ye[i];
+      }
+      if (shared) {
+        const float s = m_.shared_scale_[static_cast<size_t>(t)];
+        for (int64_t i = 0; i < H; ++i) o[i] += s * sh[t * H + i];
+      }
+    }
   }
 
  private:
+  // out = down · (act(gate in) * up in) for n rows; gate/up scratch [n, gate.rows]. out may be in.
+  void GatedMlp(const MatrixView& w_gate, const MatrixView& w_up, const MatrixView& w_down, const float* in,
+                int64_t n, float* gate, float* up, float* out, ThreadPool* pool) const {
+    const int64_t F = w_gate.rows;
+    const MatMulOut gate_up[] = {{&w_gate, gate, F}, {&w_up, up, F}};
+    MatMulMulti(gate_up, in, n, pool);
+    auto act = c_.activation == Activation::kGeluTanh ? GeluTanhMul : SiluMul;
+    // Elementwise (each value computed the same way whatever the split): over the pool when it is large
+    // (32 tokens x 4864 is ~155K exps per layer, a few percent of a batched step on one thread).
+    if (pool != nullptr && n * F >= 32768) {
+      const int64_t chunks = std::min<int64_t>(pool->num_threads() * 4, (n * F) / 8192);
+      pool->ParallelFor(chunks, [&](int64_t i, int) {
+        auto [b, e] = SplitRange(n * F, chunks, i);
+        act(gate + b, up + b, e - b, gate + b);
+      });
+    } else {
+      act(gate, up, n * F, gate);
+    }
+    MatMul(w_down, gate, n, out, c_.hidden, pool);
+  }
+
   static void AddBias(float* x, const std::vector<float>& bias, int64_t n_rows) {
     if (bias.empty()) return;
     const int64_t n = static_cast<int64_t>(bias.size());
@@ -202,8 +296,9 @@ void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits
   Resize(k_, T * KV);
   Resize(v_, T * KV);
   Resize(attn_, T * Q);
-  Resize(gate_, T * F);
-  Resize(up_, T * F);
+  Resize(gate_, T * std::max(F, static_cast<int64_t>(c.shared_expert_ffn)));
+  Resize(up_, T * std::max(F, static_cast<int64_t>(c.shared_expert_ffn)));
+  if (c.shared_expert_ffn > 0) Resize(xs_, T * H);
 
   token_seq_.assign(static_cast<size_t>(T), -1);
   for (size_t s = 0; s < batch.sequences.size(); ++s) {

@@ -59,6 +59,12 @@ Result<std::vector<float>> ReadFactorTensor(const GgufFile& file, const std::str
   return v;
 }
 
+std::optional<bool> Bool(const boost::json::object& cfg, std::string_view key) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || !it->value().is_bool()) return std::nullopt;
+  return it->value().as_bool();
+}
+
 }  // namespace
 
 void ApplySpec(const ArchSpec& spec, ModelConfig& c) {
@@ -69,6 +75,7 @@ void ApplySpec(const ArchSpec& spec, ModelConfig& c) {
   c.post_norms = spec.post_norms;
   c.sliding_pattern = spec.sliding_pattern;
   c.scale_embeddings = spec.embed_scaled;
+  if (spec.moe) c.norm_topk_prob = spec.default_norm_topk_prob;
 }
 
 float LongRopeAttnFactor(int max_position, int original_max_position) {
@@ -83,6 +90,18 @@ Status ReadGgufExtras(const GgufFile& file, const ArchSpec& spec, const std::str
   auto get_int = [&](const std::string& key) { return file.GetInt(p + key); };
   ApplySpec(spec, c);
   if (auto w = get_int("attention.sliding_window"); w && *w > 0) c.sliding_window = static_cast<int>(*w);
+  if (spec.moe) {
+    // llama.cpp's keys; Mixtral's experts have feed_forward_length (it has no dense layers). A layer without a
+    // router (ffn_gate_inp) is dense: llama.cpp's own files have none, but such a file says what it holds.
+    auto count = [&](const char* key) { return static_cast<int>(get_int(key).value_or(0)); };
+    c.n_experts = count("expert_count");
+    c.n_experts_used = count("expert_used_count");
+    c.expert_ffn = get_int("expert_feed_forward_length") ? count("expert_feed_forward_length") : c.ffn;
+    c.shared_expert_ffn = count("expert_shared_feed_forward_length");
+    if (auto b = file.GetInt(p + "expert_weights_norm")) c.norm_topk_prob = *b != 0;
+    for (int l = 0; l < c.n_layers; ++l)
+      if (file.tensors().Find(fmt::format("blk.{}.ffn_gate_inp.weight", l)) == nullptr) c.mlp_only_layers.push_back(l);
+  }
   if (IsGemma(spec)) {
     c.query_pre_attn_scalar = GgufQueryPreAttnScalar(c);
     c.attn_softcap = static_cast<float>(get_float("attn_logit_softcapping").value_or(0));
@@ -119,6 +138,16 @@ void WriteGgufExtras(const ModelConfig& c, const ArchSpec& spec, GgufWriter& w) 
   w.Set(p + "rope.dimension_count", GgufValue::U32(static_cast<uint32_t>(c.rotary())));
   if (spec.arch == Arch::kPhi3 || c.sliding_window > 0)
     w.Set(p + "attention.sliding_window", GgufValue::U32(static_cast<uint32_t>(c.sliding_window)));
+  if (c.n_experts > 0) {
+    w.Set(p + "expert_count", GgufValue::U32(static_cast<uint32_t>(c.n_experts)));
+    w.Set(p + "expert_used_count", GgufValue::U32(static_cast<uint32_t>(c.n_experts_used)));
+    if (spec.arch != Arch::kMixtral)
+      w.Set(p + "expert_feed_forward_length", GgufValue::U32(static_cast<uint32_t>(c.expert_ffn)));
+    if (c.shared_expert_ffn > 0)
+      w.Set(p + "expert_shared_feed_forward_length", GgufValue::U32(static_cast<uint32_t>(c.shared_expert_ffn)));
+    if (c.norm_topk_prob != spec.default_norm_topk_prob)
+      w.Set(p + "expert_weights_norm", GgufValue::Bool(c.norm_topk_prob));
+  }
   if (IsGemma(spec)) {
     if (c.attn_softcap > 0) w.Set(p + "attn_logit_softcapping", GgufValue::F32(c.attn_softcap));
     if (c.final_softcap > 0) w.Set(p + "final_logit_softcapping", GgufValue::F32(c.final_softcap));
@@ -135,6 +164,45 @@ void WriteGgufExtras(const ModelConfig& c, const ArchSpec& spec, GgufWriter& w) 
   }
 }
 
+namespace {
+
+// transformers' Qwen2MoeConfig / Qwen3MoeConfig (num_experts, moe_intermediate_size, shared_expert_intermediate_size,
+// norm_topk_prob, decoder_sparse_step, mlp_only_layers) and MixtralConfig (num_local_experts; its experts have
+// intermediate_size; every layer sparse; always renormalised).
+Status ReadHfMoe(const boost::json::object& cfg, const ArchSpec& spec, const std::string& path, ModelConfig& c) {
+  const bool mixtral = spec.arch == Arch::kMixtral;
+  auto positive = [&](const char* key, std::optional<double> def) -> Result<int> {
+    auto v = Number(cfg, key);
+    if (!v) v = def;
+    if (!v || *v != std::floor(*v) || *v < 1 || *v > (1 << 24))
+      return Err("{}: '{}' must be a positive integer for {}", path, key, spec.name);
+    return static_cast<int>(*v);
+  };
+  PARALLM_ASSIGN_OR_RETURN(c.n_experts, positive(mixtral ? "num_local_experts" : "num_experts", std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.n_experts_used, positive("num_experts_per_tok", std::nullopt));
+  if (mixtral) {
+    c.expert_ffn = c.ffn;
+    return Status::Ok();
+  }
+  PARALLM_ASSIGN_OR_RETURN(c.expert_ffn, positive("moe_intermediate_size", std::nullopt));
+  if (spec.shared_expert) {
+    PARALLM_ASSIGN_OR_RETURN(c.shared_expert_ffn, positive("shared_expert_intermediate_size", std::nullopt));
+  }
+  c.norm_topk_prob = Bool(cfg, "norm_topk_prob").value_or(false);  // the configs' class default
+  PARALLM_ASSIGN_OR_RETURN(c.decoder_sparse_step, positive("decoder_sparse_step", 1.0));
+  if (auto it = cfg.find("mlp_only_layers"); it != cfg.end() && !it->value().is_null()) {
+    if (!it->value().is_array()) return Err("{}: 'mlp_only_layers' must be a list of layer indices", path);
+    for (const boost::json::value& v : it->value().as_array()) {
+      if (!v.is_int64() || v.as_int64() < 0 || v.as_int64() >= c.n_layers)
+        return Err("{}: 'mlp_only_layers' must hold layer indices below {}", path, c.n_layers);
+      c.mlp_only_layers.push_back(static_cast<int>(v.as_int64()));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ReadHfExtras(const boost::json::object& cfg, const ArchSpec& spec, const std::string& path, ModelConfig& c) {
   ApplySpec(spec, c);
   // The activation: SiLU for every family but Gemma's GeGLU; anything else would be a silently wrong model.
@@ -148,6 +216,7 @@ Status ReadHfExtras(const boost::json::object& cfg, const ArchSpec& spec, const 
     return Err("{}: '{}' = '{}' is not supported for {} (expected {})", path, key, *act, spec.name,
                IsGemma(spec) ? "gelu_pytorch_tanh" : "silu");
   }
+  if (spec.moe) PARALLM_RETURN_IF_ERROR(ReadHfMoe(cfg, spec, path, c));
   if (auto w = Number(cfg, "sliding_window"); w && *w > 0) c.sliding_window = static_cast<int>(*w);
   if (auto use = cfg.find("use_sliding_window"); use != cfg.end() && use->value().is_bool() && !use->value().as_bool())
     c.sliding_window = 0;  // Qwen2-style switch
@@ -203,6 +272,21 @@ Status ReadHfExtras(const boost::json::object& cfg, const ArchSpec& spec, const 
 }
 
 void WriteHfExtras(const ModelConfig& c, const ArchSpec& spec, boost::json::object& cfg) {
+  if (spec.moe) {
+    cfg["num_experts_per_tok"] = c.n_experts_used;
+    if (spec.arch == Arch::kMixtral) {
+      cfg["num_local_experts"] = c.n_experts;
+    } else {
+      cfg["num_experts"] = c.n_experts;
+      cfg["moe_intermediate_size"] = c.expert_ffn;
+      cfg["norm_topk_prob"] = c.norm_topk_prob;
+      cfg["decoder_sparse_step"] = c.decoder_sparse_step;
+      boost::json::array only;
+      for (int l : c.mlp_only_layers) only.emplace_back(l);
+      cfg["mlp_only_layers"] = only;
+      if (spec.shared_expert) cfg["shared_expert_intermediate_size"] = c.shared_expert_ffn;
+    }
+  }
   if (IsGemma(spec)) {
     cfg.erase("hidden_act");
     cfg["hidden_activation"] = "gelu_pytorch_tanh";
@@ -252,6 +336,14 @@ Status ValidateExtras(const ModelConfig& c, const std::string& path) {
   if (!(c.attn_softcap >= 0) || !(c.final_softcap >= 0)) return Err("{}: soft-capping values must be >= 0", path);
   if (!c.rope_freq_factors.empty() && c.rotary_dim > 0 && c.rotary_dim != c.head_dim)
     return Err("{}: rope_freqs with partial rotary embeddings is not supported", path);
+  if (c.n_experts > 0) {
+    if (c.n_experts_used < 1 || c.n_experts_used > c.n_experts)
+      return Err("{}: {} experts per token out of {}; expected 1 to {}", path, c.n_experts_used, c.n_experts, c.n_experts);
+    if (c.expert_ffn <= 0) return Err("{}: the experts' feed-forward size is {}, expected a positive number", path, c.expert_ffn);
+    if (c.shared_expert_ffn < 0) return Err("{}: shared expert size {} is negative", path, c.shared_expert_ffn);
+  } else if (c.n_experts < 0) {
+    return Err("{}: expert count {} is negative", path, c.n_experts);
+  }
   return Status::Ok();
 }
 

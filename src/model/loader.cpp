@@ -37,30 +37,77 @@ class WeightBinder {
  public:
   WeightBinder(const TensorSource& source, const std::string& path) : source_(source), path_(path) {}
 
-  Result<MatrixView> Matrix(const std::string& name, int64_t rows, int64_t cols) {
+  // A [rows, cols] matrix; with stack > 0, a [stack, rows, cols] tensor (experts) as one [stack * rows, cols]
+  // matrix whose row blocks are sliced out by the caller.
+  Result<MatrixView> Matrix(const std::string& name, int64_t rows, int64_t cols, int64_t stack = 0) {
     std::string shown = source_.display_name(name);
     if (source_.mlx_params) {
-      if (auto params = source_.mlx_params(name)) return MlxMatrix(name, shown, *params, rows, cols);
+      if (auto params = source_.mlx_params(name)) return MlxMatrix(name, shown, *params, rows, cols, stack);
     }
     const TensorView* t = source_.find(name);
     if (t == nullptr) return Err("{}: missing tensor '{}'", path_, shown);
     const DTypeInfo& info = Info(t->dtype);
     if (!info.is_float && !info.is_block_quantized)
       return Err("{}: tensor '{}' has type {}, which cannot be a weight matrix", path_, shown, info.name);
-    if (t->Rank() != 2 || t->Dim(0) != rows || t->Dim(1) != cols)
-      return Err("{}: tensor '{}' has shape {}, expected [{}, {}]", path_, shown, ShapeString(t->shape), rows, cols);
+    if (!HasShape(*t, stack, rows, cols))
+      return Err("{}: tensor '{}' has shape {}, expected {}", path_, shown, ShapeString(t->shape), Expected(stack, rows, cols));
     if (cols % info.block_elements != 0)
       return Err("{}: tensor '{}' has {} columns, not a multiple of the {} block size {}", path_, shown, cols,
                  info.name, info.block_elements);
     MatrixView m;
     m.kind = MatrixView::Kind::kDense;
     m.dtype = t->dtype;
-    m.rows = rows;
+    m.rows = rows * std::max<int64_t>(stack, 1);
     m.cols = cols;
     m.data = t->data;
     m.row_bytes = RowBytes(t->dtype, cols);
     Count(info.name);
     return m;
+  }
+
+  // The n_experts matrices [rows, cols] of an expert projection (`kind`: ffn_gate, ffn_up, ffn_down): slices of
+  // the stacked blk.L.<kind>_exps (GGUF, MLX's switch_mlp) or, when there is none, blk.L.<kind>.E one by one
+  // (Hugging Face's mlp.experts.E.*, older llama.cpp Mixtral files).
+  Result<std::vector<MatrixView>> Experts(int layer, const std::string& kind, int n_experts, int64_t rows, int64_t cols) {
+    std::vector<MatrixView> out;
+    const std::string stacked = LayerTensor(layer, (kind + "_exps").c_str());
+    if (Has(stacked)) {
+      PARALLM_ASSIGN_OR_RETURN(MatrixView all, Matrix(stacked, rows, cols, n_experts));
+      for (int e = 0; e < n_experts; ++e) out.push_back(SliceRows(all, e * rows, rows));
+      return out;
+    }
+    for (int e = 0; e < n_experts; ++e) {
+      PARALLM_ASSIGN_OR_RETURN(MatrixView m, Matrix(fmt::format("blk.{}.{}.{}.weight", layer, kind, e), rows, cols));
+      out.push_back(m);
+    }
+    return out;
+  }
+
+  // A matrix held in f32 whatever its stored type (the router, computed in f32 so that quantization noise does not
+  // flip which experts a token picks); `owner` receives the converted copy when one is made.
+  Result<MatrixView> F32Matrix(const std::string& name, int64_t rows, int64_t cols, ModelWeights* owner) {
+    PARALLM_ASSIGN_OR_RETURN(MatrixView m, Matrix(name, rows, cols));
+    if (m.kind == MatrixView::Kind::kDense && m.dtype == DType::kF32) return m;
+    auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r) DequantizeMatrixRow(m, r, values->data() + r * cols);
+    MatrixView f;
+    f.dtype = DType::kF32;
+    f.rows = rows;
+    f.cols = cols;
+    f.data = reinterpret_cast<const uint8_t*>(values->data());
+    f.row_bytes = static_cast<size_t>(cols) * sizeof(float);
+    owner->converted.push_back(std::move(values));
+    return f;
+  }
+
+  // A vector stored as [n] (GGUF) or as a one-row matrix [1, n] (a Hugging Face Linear(n, 1); MLX may quantize it).
+  Result<std::vector<float>> VectorOrRow(const std::string& name, int64_t n) {
+    const TensorView* t = source_.find(name);
+    if (t != nullptr && t->Rank() == 1) return Vector(name, n);
+    PARALLM_ASSIGN_OR_RETURN(MatrixView m, Matrix(name, 1, n));
+    std::vector<float> v(static_cast<size_t>(n));
+    DequantizeMatrixRow(m, 0, v.data());
+    return v;
   }
 
   Result<std::vector<float>> Vector(const std::string& name, int64_t n) {
@@ -91,8 +138,16 @@ class WeightBinder {
   }
 
  private:
+  static bool HasShape(const TensorView& t, int64_t stack, int64_t rows, int64_t cols) {
+    if (stack > 0) return t.Rank() == 3 && t.Dim(0) == stack && t.Dim(1) == rows && t.Dim(2) == cols;
+    return t.Rank() == 2 && t.Dim(0) == rows && t.Dim(1) == cols;
+  }
+  static std::string Expected(int64_t stack, int64_t rows, int64_t cols) {
+    return stack > 0 ? fmt::format("[{}, {}, {}]", stack, rows, cols) : fmt::format("[{}, {}]", rows, cols);
+  }
+
   Result<MatrixView> MlxMatrix(const std::string& name, const std::string& shown, const MlxAffineParams& p,
-                               int64_t rows, int64_t cols) {
+                               int64_t rows, int64_t cols, int64_t stack) {
     std::string base = name.substr(0, name.size() - std::string("weight").size());
     const TensorView* w = source_.find(name);
     const TensorView* scales = source_.find(base + "scales");
@@ -105,13 +160,13 @@ class WeightBinder {
     if (cols % p.group_size != 0 || (cols * p.bits) % 32 != 0)
       return Err("{}: tensor '{}' has {} columns, not a multiple of group size {}", path_, shown, cols, p.group_size);
     int64_t packed = cols * p.bits / 32, groups = cols / p.group_size;
-    if (w->Rank() != 2 || w->Dim(0) != rows || w->Dim(1) != packed)
-      return Err("{}: tensor '{}' has shape {}, expected [{}, {}] ({}-bit codes of {} columns)", path_, shown,
-                 ShapeString(w->shape), rows, packed, p.bits, cols);
+    if (!HasShape(*w, stack, rows, packed))
+      return Err("{}: tensor '{}' has shape {}, expected {} ({}-bit codes of {} columns)", path_, shown,
+                 ShapeString(w->shape), Expected(stack, rows, packed), p.bits, cols);
     for (const TensorView* sb : {scales, biases}) {
-      if (sb->Rank() != 2 || sb->Dim(0) != rows || sb->Dim(1) != groups)
-        return Err("{}: scales/biases of '{}' have shape {}, expected [{}, {}] (group size {})", path_, shown,
-                   ShapeString(sb->shape), rows, groups, p.group_size);
+      if (!HasShape(*sb, stack, rows, groups))
+        return Err("{}: scales/biases of '{}' have shape {}, expected {} (group size {})", path_, shown,
+                   ShapeString(sb->shape), Expected(stack, rows, groups), p.group_size);
       if (sb->dtype != DType::kF32 && sb->dtype != DType::kF16 && sb->dtype != DType::kBF16)
         return Err("{}: scales/biases of '{}' have type {}, expected f16, bf16 or f32", path_, shown, Name(sb->dtype));
     }
@@ -120,7 +175,7 @@ class WeightBinder {
     MatrixView m;
     m.kind = MatrixView::Kind::kMlxAffine;
     m.dtype = scales->dtype;
-    m.rows = rows;
+    m.rows = rows * std::max<int64_t>(stack, 1);
     m.cols = cols;
     m.data = w->data;
     m.row_bytes = static_cast<size_t>(packed) * 4;
@@ -137,6 +192,22 @@ class WeightBinder {
   std::string path_;
   std::map<std::string, int> counts_;
 };
+
+// The router, the experts and the shared expert of sparse layer `l`.
+Status BindMoe(const ModelConfig& c, int l, WeightBinder& b, ModelWeights* w, MoeWeights& moe) {
+  const int64_t H = c.hidden, F = c.expert_ffn, S = c.shared_expert_ffn;
+  PARALLM_ASSIGN_OR_RETURN(moe.router, b.F32Matrix(LayerTensor(l, "ffn_gate_inp"), c.n_experts, H, w));
+  PARALLM_ASSIGN_OR_RETURN(moe.gate, b.Experts(l, "ffn_gate", c.n_experts, F, H));
+  PARALLM_ASSIGN_OR_RETURN(moe.up, b.Experts(l, "ffn_up", c.n_experts, F, H));
+  PARALLM_ASSIGN_OR_RETURN(moe.down, b.Experts(l, "ffn_down", c.n_experts, H, F));
+  if (S > 0) {
+    PARALLM_ASSIGN_OR_RETURN(moe.shared_gate, b.Matrix(LayerTensor(l, "ffn_gate_shexp"), S, H));
+    PARALLM_ASSIGN_OR_RETURN(moe.shared_up, b.Matrix(LayerTensor(l, "ffn_up_shexp"), S, H));
+    PARALLM_ASSIGN_OR_RETURN(moe.shared_down, b.Matrix(LayerTensor(l, "ffn_down_shexp"), H, S));
+    PARALLM_ASSIGN_OR_RETURN(moe.shared_expert_gate, b.VectorOrRow(LayerTensor(l, "ffn_gate_inp_shexp"), H));
+  }
+  return Status::Ok();
+}
 
 Status BindWeights(const ModelConfig& c, WeightBinder& b, ModelWeights* w) {
   const int64_t H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), F = c.ffn, V = c.vocab;
@@ -171,6 +242,10 @@ Status BindWeights(const ModelConfig& c, WeightBinder& b, ModelWeights* w) {
       PARALLM_ASSIGN_OR_RETURN(lw.post_ffn_norm, b.Norm(LayerTensor(l, "post_ffw_norm"), H));
     }
     PARALLM_ASSIGN_OR_RETURN(lw.ffn_norm, b.Norm(LayerTensor(l, "ffn_norm"), H));
+    if (c.LayerIsMoe(l)) {
+      PARALLM_RETURN_IF_ERROR(BindMoe(c, l, b, w, lw.moe));
+      continue;
+    }
     if (fused) {
       PARALLM_ASSIGN_OR_RETURN(lw.w_gate_up, b.Matrix(LayerTensor(l, "ffn_up"), 2 * F, H));
       lw.w_gate = SliceRows(lw.w_gate_up, 0, F);
@@ -224,6 +299,8 @@ Result<LoadedModel> LoadGguf(const std::string& path) {
   const ArchSpec* spec = SpecByGgufArchitecture(*arch_name);
   if (spec == nullptr)
     return Err("{}: architecture '{}' is not supported (supported: {})", path, *arch_name, SupportedNames());
+  // llama.cpp writes Mixtral as a "llama" file with experts.
+  if (spec->arch == Arch::kLlama && file.GetInt("llama.expert_count").value_or(0) > 0) spec = &MixtralSpec();
   const std::string p = *arch_name + ".";
   auto get_int = [&](const std::string& key, std::optional<int64_t> def) -> Result<int> {
     auto v = file.GetInt(p + key);

@@ -8,6 +8,7 @@
 #include "cache/kv_storage.h"
 #include "model/forward_batch.h"
 #include "model/loader.h"
+#include "model/moe.h"
 #include "util/thread_pool.h"
 
 namespace parallm {
@@ -49,6 +50,12 @@ class Model {
   // Scratch, sized per call to the batch: [num_tokens, width] each.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;
   std::vector<int32_t> token_seq_;  // sequence index of each token
+  // Mixture-of-experts scratch: router logits [num_tokens, n_experts], the routing, the assignments' inputs and
+  // outputs in grouped order [num_tokens * top_k, hidden] and gate/up [num_tokens * top_k, expert_ffn], the shared
+  // expert's output [num_tokens, hidden] and gate values [num_tokens].
+  std::vector<float> router_logits_, moe_x_, moe_y_, moe_gate_, moe_up_, xs_, shared_scale_;
+  ExpertRouting routing_;
+  std::vector<int32_t> active_experts_;
   std::vector<std::vector<float>> scores_;  // per thread: attention scratch (scores of a KV head's query heads)
 };
 

@@ -57,6 +57,42 @@ Status EmitRopeTensors(const ModelConfig& c, const TensorSink& sink) {
   return Status::Ok();
 }
 
+namespace {
+
+// A sparse layer's tensors in GGUF's layout: the router, each projection's experts stacked into one 3-D tensor, the
+// shared expert and its gate vector.
+Status EmitMoe(int l, const MoeWeights& moe, const TensorSink& sink) {
+  auto rows_of = [](const MatrixView& m, std::vector<float>& out) {
+    const size_t at = out.size();
+    out.resize(at + static_cast<size_t>(m.rows * m.cols));
+    for (int64_t r = 0; r < m.rows; ++r) DequantizeMatrixRow(m, r, out.data() + at + r * m.cols);
+  };
+  auto matrix = [&](const std::string& name, const MatrixView& m) {
+    std::vector<float> v;
+    rows_of(m, v);
+    return sink(name, {m.rows, m.cols}, std::move(v));
+  };
+  auto stacked = [&](const char* kind, const std::vector<MatrixView>& experts) {
+    std::vector<float> v;
+    for (const MatrixView& m : experts) rows_of(m, v);
+    return sink(LayerTensor(l, kind), {static_cast<int64_t>(experts.size()), experts[0].rows, experts[0].cols}, std::move(v));
+  };
+  PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_gate_inp"), moe.router));
+  PARALLM_RETURN_IF_ERROR(stacked("ffn_gate_exps", moe.gate));
+  PARALLM_RETURN_IF_ERROR(stacked("ffn_up_exps", moe.up));
+  PARALLM_RETURN_IF_ERROR(stacked("ffn_down_exps", moe.down));
+  if (moe.shared_gate.rows > 0) {
+    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_gate_shexp"), moe.shared_gate));
+    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_up_shexp"), moe.shared_up));
+    PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_down_shexp"), moe.shared_down));
+    const std::vector<float>& g = moe.shared_expert_gate;
+    PARALLM_RETURN_IF_ERROR(sink(LayerTensor(l, "ffn_gate_inp_shexp"), {static_cast<int64_t>(g.size())}, g));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status EmitWeights(const ModelConfig& c, const ModelWeights& w, const TensorSink& sink) {
   auto matrix = [&](const std::string& name, const MatrixView& m) {
     std::vector<float> values(static_cast<size_t>(m.rows * m.cols));
@@ -93,6 +129,10 @@ Status EmitWeights(const ModelConfig& c, const ModelWeights& w, const TensorSink
       PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "post_ffw_norm"), lw.post_ffn_norm));
     }
     PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "ffn_norm"), lw.ffn_norm));
+    if (lw.moe.n_experts() > 0) {
+      PARALLM_RETURN_IF_ERROR(EmitMoe(l, lw.moe, sink));
+      continue;
+    }
     if (fused) {
       PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_up"), lw.w_gate_up));
     } else {
@@ -157,6 +197,8 @@ DType ModelWriter::GgufTypeFor(const std::string& name, int64_t cols) const {
 MlxAffineParams ModelWriter::MlxParamsFor(const std::string& name) const {
   MlxAffineParams p = options_.mlx;
   if (options_.mlx_high_bits > 0 && (UseMoreBits(name) || name == "output.weight")) p.bits = options_.mlx_high_bits;
+  // mlx-lm's MoE models keep the router (and Qwen2-MoE's shared expert gate) at 8 bits.
+  if (name.find(".ffn_gate_inp") != std::string::npos) p.bits = std::max(p.bits, 8);
   return p;
 }
 
@@ -165,8 +207,21 @@ Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std
   for (int64_t d : shape) n *= d;
   if (n != static_cast<int64_t>(values.size()))
     return Err("tensor '{}': shape {} does not match {} values", name, ShapeString(shape), values.size());
-  const bool matrix = shape.size() == 2;
-  const int64_t rows = matrix ? shape[0] : 1, cols = shape.back();
+  if (shape.size() == 3 && options_.format == ModelFormat::kHfFolder) {
+    // Stacked experts (blk.L.ffn_gate_exps) -> one tensor per expert, as Hugging Face stores them.
+    const size_t at = name.find("_exps.");
+    if (at == std::string::npos) return Err("tensor '{}': a 3-D tensor that is not a stack of experts", name);
+    const int64_t per = shape[1] * shape[2];
+    for (int64_t e = 0; e < shape[0]; ++e) {
+      std::vector<float> one(values.begin() + e * per, values.begin() + (e + 1) * per);
+      PARALLM_RETURN_IF_ERROR(Add(fmt::format("{}.{}.weight", name.substr(0, at), e), {shape[1], shape[2]}, std::move(one)));
+    }
+    return Status::Ok();
+  }
+  if (options_.format != ModelFormat::kGguf && name.find(".ffn_gate_inp_shexp.") != std::string::npos && shape.size() == 1)
+    shape = {1, shape[0]};  // Hugging Face's shared_expert_gate is a Linear(hidden, 1)
+  const bool matrix = shape.size() >= 2;  // 3-D: experts stacked, [n_experts * rows, cols] as far as types go
+  const int64_t cols = shape.back(), rows = matrix ? n / cols : 1;
   if (IsRopeProjection(name)) {
     // Q/K rows (and their biases) move between RoPE pairings. Q/K norms (Qwen3) would need it too, but only
     // families whose GGUF and HF pairings agree have them.
@@ -174,7 +229,9 @@ Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std
     values = PermuteRopeRows(values, matrix ? rows : n, matrix ? cols : 1, heads, source_rope_, target_rope_);
   }
   if (options_.format == ModelFormat::kGguf) {
-    DType type = matrix ? GgufTypeFor(name, cols) : DType::kF32;
+    // The router stays f32, as llama.cpp's quantizer leaves ffn_gate_inp.
+    const bool router = name.find(".ffn_gate_inp.") != std::string::npos;
+    DType type = matrix && !router ? GgufTypeFor(name, cols) : DType::kF32;
     auto bytes = Quantize(type, values, rows, cols);
     return gguf_.AddTensor(name, type, std::move(shape), std::move(*bytes));
   }
@@ -211,9 +268,14 @@ Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std
   std::string module = hf->substr(0, hf->size() - std::string(".weight").size());
   if (p.bits != options_.mlx.bits || p.group_size != options_.mlx.group_size)
     mlx_overrides_[module] = boost::json::object{{"group_size", p.group_size}, {"bits", p.bits}};
-  keep(*hf, DType::kU32, {rows, words}, codes);
-  keep(module + ".scales", options_.float_type, {rows, groups}, scales);
-  keep(module + ".biases", options_.float_type, {rows, groups}, biases);
+  auto with_last = [&](int64_t last) {
+    std::vector<int64_t> s = shape;
+    s.back() = last;
+    return s;
+  };
+  keep(*hf, DType::kU32, with_last(words), codes);
+  keep(module + ".scales", options_.float_type, with_last(groups), scales);
+  keep(module + ".biases", options_.float_type, with_last(groups), biases);
   return Status::Ok();
 }
 

@@ -40,7 +40,8 @@ std::vector<float> Random(uint64_t seed, const std::string& name, int64_t n, flo
 }  // namespace
 
 std::vector<std::string> PresetNames() {
-  return {"tiny", "qwen2.5-0.5b", "qwen3-0.6b", "llama-3.2-1b", "gemma-2b", "gemma2-2b", "gemma3-1b", "phi-3-mini"};
+  return {"tiny",      "qwen2.5-0.5b", "qwen3-0.6b", "llama-3.2-1b",  "gemma-2b",
+          "gemma2-2b", "gemma3-1b",    "phi-3-mini", "qwen3-30b-a3b", "qwen3-moe-mini"};
 }
 
 namespace {
@@ -48,7 +49,15 @@ namespace {
 // What the family's published configs set beyond the shape: Gemma 2's soft-capping and window, Gemma 3's window
 // and RoPE bases. (Gemma's query_pre_attn_scalar is head_dim for every size but 27B: 0 says so.)
 void FamilyDefaults(ModelConfig& c) {
-  if (c.arch == Arch::kGemma2) {
+  if (c.arch == Arch::kQwen2Moe || c.arch == Arch::kQwen3Moe || c.arch == Arch::kMixtral) {
+    // A small mixture for tests when the preset gives none: enough experts that tokens pick different ones.
+    if (c.n_experts == 0) {
+      c.n_experts = c.arch == Arch::kMixtral ? 8 : 16;
+      c.n_experts_used = c.arch == Arch::kMixtral ? 2 : 4;
+      c.expert_ffn = c.arch == Arch::kMixtral ? c.ffn : c.ffn / 4;
+      if (c.arch == Arch::kQwen2Moe) c.shared_expert_ffn = c.ffn / 2;
+    }
+  } else if (c.arch == Arch::kGemma2) {
     c.attn_softcap = 50, c.final_softcap = 30, c.sliding_window = 4096;
   } else if (c.arch == Arch::kGemma3) {
     c.sliding_window = 512, c.rope_local_theta = 10000, c.rope_theta = 1e6f;
@@ -93,6 +102,16 @@ Result<ModelConfig> PresetConfig(const std::string& preset, const Arch* arch) {
     own = Arch::kPhi3;
     c.hidden = 3072, c.n_layers = 32, c.n_heads = 32, c.n_kv_heads = 32, c.head_dim = 96, c.ffn = 8192;
     c.vocab = 32064, c.context_length = 4096, c.rms_eps = 1e-5f, c.sliding_window = 2047;
+  } else if (preset == "qwen3-30b-a3b") {  // Qwen/Qwen3-30B-A3B
+    own = Arch::kQwen3Moe;
+    c.hidden = 2048, c.n_layers = 48, c.n_heads = 32, c.n_kv_heads = 4, c.head_dim = 128, c.ffn = 6144;
+    c.vocab = 151936, c.context_length = 40960, c.rope_theta = 1e6f, c.rms_eps = 1e-6f;
+    c.n_experts = 128, c.n_experts_used = 8, c.expert_ffn = 768;
+  } else if (preset == "qwen3-moe-mini") {  // Qwen3-MoE scaled to benchmark on a small machine (~2B, ~0.5B active)
+    own = Arch::kQwen3Moe;
+    c.hidden = 1024, c.n_layers = 24, c.n_heads = 16, c.n_kv_heads = 8, c.head_dim = 128, c.ffn = 3072;
+    c.vocab = 151936, c.context_length = 40960, c.rope_theta = 1e6f, c.rms_eps = 1e-6f;
+    c.n_experts = 64, c.n_experts_used = 8, c.expert_ffn = 384;
   } else {
     std::string names;
     for (const std::string& n : PresetNames()) names += (names.empty() ? "" : ", ") + n;
@@ -104,7 +123,7 @@ Result<ModelConfig> PresetConfig(const std::string& preset, const Arch* arch) {
   const ArchSpec& spec = SpecFor(own);
   ApplySpec(spec, c);
   FamilyDefaults(c);
-  c.tied_embeddings = preset == "llama-3.2-1b" ? true : spec.default_tied_embeddings;
+  c.tied_embeddings = preset == "llama-3.2-1b" || preset == "qwen3-moe-mini" ? true : spec.default_tied_embeddings;
   c.rope_style = RopeStyle::kHalf;
   if (c.rope_llama3) {
     const auto& r = *c.rope_llama3;
@@ -162,6 +181,26 @@ Status GenerateRandomWeights(const ModelConfig& c, uint64_t seed, const TensorSi
       PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "post_ffw_norm"), H, 1.0f, 0.2f));
     }
     PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "ffn_norm"), H, 1.0f, 0.2f));
+    if (c.LayerIsMoe(l)) {
+      // Router rows of the same scale as the other matrices: logits of ~unit spread, so tokens route differently.
+      const int64_t E = c.n_experts, EF = c.expert_ffn, S = c.shared_expert_ffn;
+      PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_gate_inp"), E, H));
+      auto stacked = [&](const char* kind, int64_t rows, int64_t cols) {
+        const std::string name = LayerTensor(l, kind);
+        float a = std::sqrt(3.0f / static_cast<float>(cols));
+        return sink(name, {E, rows, cols}, Random(seed, name, E * rows * cols, 0.0f, a));
+      };
+      PARALLM_RETURN_IF_ERROR(stacked("ffn_gate_exps", EF, H));
+      PARALLM_RETURN_IF_ERROR(stacked("ffn_up_exps", EF, H));
+      PARALLM_RETURN_IF_ERROR(stacked("ffn_down_exps", H, EF));
+      if (S > 0) {
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_gate_shexp"), S, H));
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_up_shexp"), S, H));
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_down_shexp"), H, S));
+        PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "ffn_gate_inp_shexp"), H, 0.0f, std::sqrt(3.0f / static_cast<float>(H))));
+      }
+      continue;
+    }
     if (fused) {
       PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_up"), 2 * F, H));  // [gate; up]
     } else {

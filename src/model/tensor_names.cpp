@@ -48,26 +48,88 @@ constexpr std::array<NamePair, 2> kFusedLayer = {{
     {"ffn_up", "mlp.gate_up_proj"},
 }};
 
+// Mixture-of-experts layers (Qwen2-MoE, Qwen3-MoE): the router, the experts stacked in one 3-D tensor (GGUF's
+// merged ffn_*_exps; mlx-lm's switch_mlp), the shared expert and its gate (Qwen2-MoE). Per-expert tensors
+// (Hugging Face's mlp.experts.N.*, old llama.cpp files' ffn_gate.N) are mapped by ExpertHf below.
+constexpr std::array<NamePair, 9> kQwenMoeLayer = {{
+    {"ffn_gate_inp", "mlp.gate"},
+    {"ffn_gate_exps", "mlp.switch_mlp.gate_proj"},
+    {"ffn_up_exps", "mlp.switch_mlp.up_proj"},
+    {"ffn_down_exps", "mlp.switch_mlp.down_proj"},
+    {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},
+    {"ffn_up_shexp", "mlp.shared_expert.up_proj"},
+    {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
+    {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"},
+    {"ffn_norm", "post_attention_layernorm"},
+}};
+// Mixtral: block_sparse_moe, experts' w1 (gate), w3 (up), w2 (down).
+constexpr std::array<NamePair, 4> kMixtralLayer = {{
+    {"ffn_gate_inp", "block_sparse_moe.gate"},
+    {"ffn_gate_exps", "block_sparse_moe.switch_mlp.gate_proj"},
+    {"ffn_up_exps", "block_sparse_moe.switch_mlp.up_proj"},
+    {"ffn_down_exps", "block_sparse_moe.switch_mlp.down_proj"},
+}};
+// Per-expert names: canonical kind ("ffn_gate") -> the HF projection of one expert.
+constexpr std::array<NamePair, 3> kQwenExpert = {{{"ffn_gate", "gate_proj"}, {"ffn_up", "up_proj"}, {"ffn_down", "down_proj"}}};
+constexpr std::array<NamePair, 3> kMixtralExpert = {{{"ffn_gate", "w1"}, {"ffn_up", "w3"}, {"ffn_down", "w2"}}};
+
+bool IsQwenMoe(Arch arch) { return arch == Arch::kQwen2Moe || arch == Arch::kQwen3Moe; }
+
+// "ffn_gate.3" <-> "mlp.experts.3.gate_proj" (Qwen) or "block_sparse_moe.experts.3.w1" (Mixtral).
+std::optional<std::string> ExpertHf(std::string_view kind, Arch arch) {
+  if (!IsQwenMoe(arch) && arch != Arch::kMixtral) return std::nullopt;
+  const size_t dot = kind.find('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  int expert;
+  std::string_view num = kind.substr(dot + 1);
+  auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), expert);
+  if (ec != std::errc() || ptr != num.data() + num.size()) return std::nullopt;
+  const bool mixtral = arch == Arch::kMixtral;
+  for (const NamePair& p : mixtral ? std::span<const NamePair>(kMixtralExpert) : std::span<const NamePair>(kQwenExpert))
+    if (kind.substr(0, dot) == p.canonical)
+      return fmt::format("{}.experts.{}.{}", mixtral ? "block_sparse_moe" : "mlp", expert, p.hf);
+  return std::nullopt;
+}
+
+std::optional<std::string> ExpertCanonical(std::string_view hf, Arch arch) {
+  if (!IsQwenMoe(arch) && arch != Arch::kMixtral) return std::nullopt;
+  const bool mixtral = arch == Arch::kMixtral;
+  const std::string_view prefix = mixtral ? "block_sparse_moe.experts." : "mlp.experts.";
+  if (!StartsWith(hf, prefix)) return std::nullopt;
+  hf.remove_prefix(prefix.size());
+  int expert;
+  auto [ptr, ec] = std::from_chars(hf.data(), hf.data() + hf.size(), expert);
+  if (ec != std::errc() || ptr == hf.data() + hf.size() || *ptr != '.') return std::nullopt;
+  std::string_view proj(ptr + 1, static_cast<size_t>(hf.data() + hf.size() - ptr - 1));
+  for (const NamePair& p : mixtral ? std::span<const NamePair>(kMixtralExpert) : std::span<const NamePair>(kQwenExpert))
+    if (proj == p.hf) return fmt::format("{}.{}", p.canonical, expert);
+  return std::nullopt;
+}
+
 // The layer names of `arch`: its overrides first, then Llama's.
 std::span<const NamePair> Overrides(Arch arch) {
   if (arch == Arch::kGemma2 || arch == Arch::kGemma3) return kPostNormLayer;
   if (arch == Arch::kPhi3) return kFusedLayer;
+  if (IsQwenMoe(arch)) return kQwenMoeLayer;
+  if (arch == Arch::kMixtral) return kMixtralLayer;
   return {};
 }
 
-std::optional<std::string_view> LayerHf(std::string_view canonical, Arch arch) {
+std::optional<std::string> LayerHf(std::string_view canonical, Arch arch) {
+  if (auto e = ExpertHf(canonical, arch)) return e;
   for (const NamePair& p : Overrides(arch))
-    if (canonical == p.canonical) return p.hf;
+    if (canonical == p.canonical) return std::string(p.hf);
   for (const NamePair& p : kLayer)
-    if (canonical == p.canonical) return p.hf;
+    if (canonical == p.canonical) return std::string(p.hf);
   return std::nullopt;
 }
 
-std::optional<std::string_view> LayerCanonical(std::string_view hf, Arch arch) {
+std::optional<std::string> LayerCanonical(std::string_view hf, Arch arch) {
+  if (auto e = ExpertCanonical(hf, arch)) return e;
   for (const NamePair& p : Overrides(arch))
-    if (hf == p.hf) return p.canonical;
+    if (hf == p.hf) return std::string(p.canonical);
   for (const NamePair& p : kLayer)
-    if (hf == p.hf) return p.canonical;
+    if (hf == p.hf) return std::string(p.canonical);
   return std::nullopt;
 }
 

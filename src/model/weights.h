@@ -15,6 +15,18 @@
 
 namespace parallm {
 
+// The sparse MLP of a mixture-of-experts layer. Expert e's matrices are views into the stored weights (a slice of
+// GGUF's merged 3-D ffn_*_exps or MLX's stacked switch_mlp tensor, or a Hugging Face per-expert tensor).
+struct MoeWeights {
+  MatrixView router;                    // [n_experts, hidden], f32 (dequantized at load when stored otherwise)
+  std::vector<MatrixView> gate, up;     // n_experts x [expert_ffn, hidden]
+  std::vector<MatrixView> down;         // n_experts x [hidden, expert_ffn]
+  MatrixView shared_gate, shared_up;    // [shared_ffn, hidden] (Qwen2-MoE's shared expert; empty otherwise)
+  MatrixView shared_down;               // [hidden, shared_ffn]
+  std::vector<float> shared_expert_gate;  // [hidden]: the shared expert's output is scaled by sigmoid(x . this)
+  int n_experts() const { return static_cast<int>(gate.size()); }
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm;             // [hidden]
   MatrixView wq;                            // [q_dim, hidden]
@@ -32,6 +44,7 @@ struct LayerWeights {
   // writing the model back out; the forward pass reads the slices.
   MatrixView wqkv;                          // [q_dim + 2 kv_dim, hidden]
   MatrixView w_gate_up;                     // [2 ffn, hidden]
+  MoeWeights moe;                           // sparse layers of the MoE families (n_experts() == 0 otherwise)
 };
 
 struct ModelWeights {
@@ -43,6 +56,8 @@ struct ModelWeights {
   // Copies of the matrices repacked at load into the kernels' layout (MatrixView::packed points into them).
   std::vector<std::shared_ptr<uint8_t[]>> packed;
   size_t packed_bytes = 0;
+  // Weights converted at load (routers stored quantized or in 16 bits, held in f32); the views point into them.
+  std::vector<std::shared_ptr<std::vector<float>>> converted;
 };
 
 // Receives tensors one at a time as f32: canonical name, shape (outermost first), row-major values.

@@ -87,6 +87,9 @@ INSTANTIATE_TEST_SUITE_P(
                       InvarianceCase{"qwen2_q8_0", {Arch::kQwen2, ModelFormat::kGguf, DType::kQ8_0}},
                       InvarianceCase{"qwen3_q4_k", {Arch::kQwen3, ModelFormat::kGguf, DType::kQ4_K}},
                       InvarianceCase{"llama_mlx4", {Arch::kLlama, ModelFormat::kMlxFolder, DType::kF32, 4}},
+                      // Mixture of experts: 16 experts top-4 plus the shared expert (the tiny preset), the tokens of
+                      // the whole batch grouped by expert (model_test covers qwen3moe and mixtral at the model level).
+                      InvarianceCase{"qwen2moe_mlx4", {Arch::kQwen2Moe, ModelFormat::kMlxFolder, DType::kF32, 4}},
                       // Windows (7 positions) shorter than most prompts and outputs, on every windowed layer
                       // (Gemma 2: even layers; Phi-3: all, with LongRoPE switching past 24 positions).
                       InvarianceCase{"gemma2_q8_0_window7", [] {

@@ -143,6 +143,14 @@ INSTANTIATE_TEST_SUITE_P(Types, FamilyBatchInvariance,
                            return ArchName(std::get<0>(info.param)) + "_" + std::string(Name(std::get<1>(info.param)));
                          });
 
+// Mixture-of-experts families: each token's experts run in groups whose make-up depends on the batch.
+INSTANTIATE_TEST_SUITE_P(Moe, BatchInvariance,
+                         ::testing::Combine(::testing::Values(Arch::kQwen2Moe, Arch::kQwen3Moe, Arch::kMixtral),
+                                            ::testing::Values(DType::kF32, DType::kQ4_K)),
+                         [](const auto& info) {
+                           return ArchName(std::get<0>(info.param)) + "_" + std::string(Name(std::get<1>(info.param)));
+                         });
+
 INSTANTIATE_TEST_SUITE_P(Types, BatchInvariance,
                          ::testing::Combine(::testing::Values(Arch::kLlama, Arch::kQwen2, Arch::kQwen3),
                                             ::testing::Values(DType::kF32, DType::kQ8_0, DType::kQ4_K)),

@@ -97,6 +97,17 @@ TEST(Loader, RejectsFamilyFieldsItCannotHonour) {
   ExpectError(LoadEditedHf(Arch::kGemma3, "gemma3-layers",
                            [](std::string& t) { Replace(t, "\"full_attention\"", "\"sliding_attention\""); }),
               "'layer_types' does not follow sliding_window_pattern 6");
+  // Mixture of experts: the routing fields are checked against each other, and a required one must be there.
+  ExpectError(LoadEditedHf(Arch::kQwen3Moe, "qwen3moe-topk",
+                           [](std::string& t) { Replace(t, "\"num_experts_per_tok\":4", "\"num_experts_per_tok\":17"); }),
+              "17 experts per token out of 16");
+  ExpectError(LoadEditedHf(Arch::kQwen2Moe, "qwen2moe-shared",
+                           [](std::string& t) { Replace(t, "\"shared_expert_intermediate_size\"", "\"x\""); }),
+              "'shared_expert_intermediate_size' must be a positive integer for qwen2moe");
+  // A layer listed in mlp_only_layers is dense: the file's experts for it are not what the binder looks for.
+  ExpectError(LoadEditedHf(Arch::kQwen3Moe, "qwen3moe-dense0",
+                           [](std::string& t) { Replace(t, "\"mlp_only_layers\":[]", "\"mlp_only_layers\":[0]"); }),
+              "missing tensor 'model.layers.0.mlp.gate_proj.weight'");
   // And the unedited files load.
   EXPECT_TRUE(LoadEditedHf(Arch::kGemma2, "gemma2-ok", [](std::string&) {}).ok());
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Reference forward pass in float64 numpy for llama (Llama 1/2/3, Mistral), qwen2, qwen3, and (through
-families.py) gemma, gemma2, gemma3 and phi3.
+"""Reference forward pass in float64 numpy for llama (Llama 1/2/3, Mistral), qwen2, qwen3, (through
+families.py) gemma, gemma2, gemma3 and phi3, and (through moe.py) qwen2moe, qwen3moe and mixtral.
 
 Independent of parallm: follows Hugging Face modeling_llama / modeling_qwen2 / modeling_qwen3 /
 modeling_gemma* / modeling_phi3 (RMSNorm, RoPE, grouped-query attention, SwiGLU / GeGLU, sliding
@@ -27,6 +27,7 @@ import numpy as np
 sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import families  # noqa: E402
+import moe  # noqa: E402
 import gguf_np  # noqa: E402
 import safetensors_np  # noqa: E402
 
@@ -81,6 +82,7 @@ class Layer:
     post_ffn_norm: np.ndarray = None   # (before their residual adds)
     window: int = 0            # sliding window W: query i sees keys i - W < j <= i (0 = all j <= i)
     inv_freq: np.ndarray = None  # this layer's own RoPE frequencies (gemma3 local layers); None = config's
+    moe: object = None         # moe.Moe: the sparse MLP replacing w_gate/w_up/w_down (MoE families' sparse layers)
 
 
 @dataclasses.dataclass
@@ -195,7 +197,10 @@ def forward(model, ids, linear=exact_linear, dtype=np.float64):
         a = linear(attention(q, k, v, L.window, c.attn_scale, c.attn_softcap).astype(x.dtype), cast(L.wo))
         x = x + (a if L.post_attn_norm is None else rms_norm(a, cast(L.post_attn_norm), c.eps))
         h = rms_norm(x, cast(L.ffn_norm), c.eps)
-        m = linear(act(linear(h, cast(L.w_gate))) * linear(h, cast(L.w_up)), cast(L.w_down))
+        if L.moe is not None:
+            m = moe.sparse_mlp(h, L.moe, act, linear)
+        else:
+            m = linear(act(linear(h, cast(L.w_gate))) * linear(h, cast(L.w_up)), cast(L.w_down))
         x = x + (m if L.post_ffn_norm is None else rms_norm(m, cast(L.post_ffn_norm), c.eps))
     logits = linear(rms_norm(x, cast(model.out_norm), c.eps), cast(model.lm_head))
     return softcap(logits, c.final_softcap)
@@ -236,6 +241,8 @@ def load_gguf(path):
     arch = md["general.architecture"]
     if arch in families.GGUF_ARCHS:
         return families.load_gguf(path, g)
+    if arch in moe.GGUF_ARCHS or (arch == "llama" and md.get("llama.expert_count", 0) > 0):
+        return moe.load_gguf(path, g)
     if arch not in ("llama", "mistral", "qwen2", "qwen3"):
         raise ValueError(f"{path}: architecture {arch!r} not supported by the reference")
 
@@ -286,6 +293,8 @@ def load_hf(folder):
     arch = config.get("model_type")
     if arch in families.HF_ARCHS:
         return families.load_hf(folder, config, w)
+    if arch in moe.HF_ARCHS:
+        return moe.load_hf(folder, config, w)
     if arch not in ("llama", "mistral", "qwen2", "qwen3"):
         raise ValueError(f"{folder}: model_type {arch!r} not supported by the reference")
     n_embd, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])

@@ -1,5 +1,5 @@
 // ArchSpec: what distinguishes one model family from another, as data the loaders, the writer and the decoder
-// read. Each family lives in its own file under arch/ (llama.cpp, qwen2.cpp, qwen3.cpp, gemma.cpp, phi3.cpp);
+// read. Each family lives in its own file under arch/ (llama.cpp, qwen2.cpp, qwen3.cpp, gemma.cpp, phi3.cpp, moe.cpp);
 // the layer block a family runs is its `block` function.
 #pragma once
 
@@ -36,6 +36,11 @@ struct ArchSpec {
   bool fused_projections = false;
   // Which layers a sliding window applies to (ModelConfig::sliding_pattern).
   int sliding_pattern = 1;
+  // Mixture of experts (arch/moe.cpp): the family's sparse layers, whether it has Qwen2-MoE's gated shared expert,
+  // and norm_topk_prob where the file does not say (GGUF has no key for it: llama.cpp hard-codes it per family).
+  bool moe = false;
+  bool shared_expert = false;
+  bool default_norm_topk_prob = false;
 };
 
 const ArchSpec& LlamaSpec();
@@ -46,6 +51,9 @@ const ArchSpec& GemmaSpec();
 const ArchSpec& Gemma2Spec();
 const ArchSpec& Gemma3Spec();
 const ArchSpec& Phi3Spec();
+const ArchSpec& Qwen2MoeSpec();
+const ArchSpec& Qwen3MoeSpec();
+const ArchSpec& MixtralSpec();
 
 const ArchSpec& SpecFor(Arch arch);
 // Lookups return nullptr when no supported family matches.

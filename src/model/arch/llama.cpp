@@ -5,14 +5,15 @@
 
 namespace parallm {
 
-// The pre-norm block every Llama-shaped family runs: x += attention(norm(x)); x += mlp(norm(x)).
+// The pre-norm block every Llama-shaped family runs: x += attention(norm(x)); x += mlp(norm(x)), the MLP being the
+// experts in the sparse layers of the MoE families.
 void PreNormBlock(LayerOps& ops, const LayerWeights& lw, int layer) {
   float* h = ops.scratch();
   ops.Norm(lw.attn_norm, ops.residual(), h);
   ops.Attention(layer, h, h);
   ops.AddToResidual(h);
   ops.Norm(lw.ffn_norm, ops.residual(), h);
-  ops.Mlp(layer, h, h);
+  FeedForward(ops, lw, layer, h, h);
   ops.AddToResidual(h);
 }
 

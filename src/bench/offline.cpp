@@ -32,12 +32,13 @@ boost::json::object RunFigures::ToJson() const {
           {"total_tokens_per_s", total_tps()}};
 }
 
-Result<RunFigures> Measure(LLM& llm, const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens) {
+Result<RunFigures> Measure(LLM& llm, const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens,
+                           const std::vector<std::shared_ptr<const LoraAdapter>>& adapters) {
   SamplingParams p;
   p.max_tokens = max_tokens;
   p.ignore_eos = true;
   const auto start = std::chrono::steady_clock::now();
-  PARALLM_ASSIGN_OR_RETURN(std::vector<Completion> done, llm.Generate(prompts, {p}));
+  PARALLM_ASSIGN_OR_RETURN(std::vector<Completion> done, llm.Generate(prompts, {p}, nullptr, adapters));
   RunFigures f;
   f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   f.requests = static_cast<int32_t>(done.size());

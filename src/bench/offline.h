@@ -39,8 +39,9 @@ struct RunFigures {
   boost::json::object ToJson() const;
 };
 
-// Runs `prompts` through `llm` (greedy, ignore_eos) and measures it.
-Result<RunFigures> Measure(LLM& llm, const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens);
+// Runs `prompts` through `llm` (greedy, ignore_eos) and measures it; `adapters` as LLM::Generate takes them.
+Result<RunFigures> Measure(LLM& llm, const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens,
+                           const std::vector<std::shared_ptr<const LoraAdapter>>& adapters = {});
 
 // Peak resident memory of this process, in bytes.
 int64_t PeakRssBytes();

@@ -21,6 +21,7 @@
 #include "chat/model_text.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "model/lora_writer.h"
 #include "model/synthetic_model.h"
 #include "util/mapped_file.h"
 #include "util/progress.h"
@@ -39,7 +40,35 @@ struct BenchOptions {
   std::string output;
   std::string chart;  // SVG file (bench batching)
   std::string tokenizer;
+  // bench batching: sequences spread over this many random LoRA adapters (0: base model only).
+  int loras = 0;
+  int lora_rank = 16;
+  std::string lora_targets = "q,k,v,o,gate,up,down";
 };
+
+// `n` random adapters of rank `rank` on `targets` for the model's shape (what bench batching spreads sequences over).
+Result<std::vector<std::shared_ptr<const LoraAdapter>>> BenchAdapters(const ModelConfig& c, int n, int rank,
+                                                                      const std::string& targets) {
+  RandomLoraSpec spec;
+  spec.rank = rank;
+  spec.targets.clear();
+  for (const std::string& name : Split(targets, ',')) {
+    bool found = false;
+    for (int t = 0; t < kNumLoraTargets; ++t)
+      if (name + "_proj" == LoraTargetHfName(static_cast<LoraTarget>(t)) || name == LoraTargetHfName(static_cast<LoraTarget>(t))) {
+        spec.targets.push_back(static_cast<LoraTarget>(t));
+        found = true;
+      }
+    if (!found) return Err("--lora-targets: {} is not one of q, k, v, o, gate, up, down", name);
+  }
+  if (rank <= 0) return Err("--lora-rank must be positive");
+  std::vector<std::shared_ptr<const LoraAdapter>> out;
+  for (int i = 0; i < n; ++i) {
+    spec.seed = 1000 + static_cast<uint64_t>(i);
+    out.push_back(std::make_shared<const LoraAdapter>(MakeRandomLora(c, spec)));
+  }
+  return out;
+}
 
 // Today's date in UTC, for reports and chart subtitles: "2026-11-30 17:20 UTC".
 std::string NowUtc() {
@@ -124,8 +153,17 @@ int RunBatching(const BenchOptions& o) {
   const int32_t vocab = (*llm)->model().config().vocab;
   boost::json::object report = Header(o, **llm, "batching");
   boost::json::array sweep;
-  std::printf("%11s %9s %9s %10s %11s %9s %8s\n", "concurrency", "requests", "time s", "gen tok/s", "decode t/s",
-              "speedup", "ttft s");
+  std::vector<std::shared_ptr<const LoraAdapter>> adapters;
+  if (o.loras > 0) {
+    auto made = BenchAdapters((*llm)->model().config(), o.loras, o.lora_rank, o.lora_targets);
+    if (!made.ok()) return Fail(made.status().message());
+    adapters = std::move(*made);
+    report["loras"] = o.loras;
+    report["lora_rank"] = o.lora_rank;
+    report["lora_targets"] = o.lora_targets;
+  }
+  std::printf("%11s %9s %9s %10s %11s %9s %8s%s\n", "concurrency", "requests", "time s", "gen tok/s", "decode t/s",
+              "speedup", "ttft s", o.loras > 0 ? "  lora decode t/s  lora/base" : "");
   double single = 0;
   bench::LineSeries generation{"generation tok/s (all tokens / wall time)", {}, {}};
   bench::LineSeries decode{"aggregate decode tok/s (prefill excluded)", {}, {}};
@@ -135,9 +173,20 @@ int RunBatching(const BenchOptions& o) {
     auto f = bench::Measure(**llm, bench::RandomPrompts(w, vocab), o.max_tokens);
     if (!f.ok()) return Fail(f.status().message());
     if (c == 1) single = f->generation_tps();
-    std::printf("%11d %9d %9.2f %10.1f %11.1f %8.2fx %8.2f\n", c, f->requests, f->seconds, f->generation_tps(),
+    std::printf("%11d %9d %9.2f %10.1f %11.1f %8.2fx %8.2f", c, f->requests, f->seconds, f->generation_tps(),
                 f->decode_tps, f->generation_tps() / single, f->ttft_mean);
     boost::json::object row = f->ToJson();
+    if (!adapters.empty()) {
+      // The same prompts, request i with adapter i % loras: every step mixes the adapters.
+      std::vector<std::shared_ptr<const LoraAdapter>> spread;
+      for (int i = 0; i < c; ++i) spread.push_back(adapters[static_cast<size_t>(i) % adapters.size()]);
+      auto fl = bench::Measure(**llm, bench::RandomPrompts(w, vocab), o.max_tokens, spread);
+      if (!fl.ok()) return Fail(fl.status().message());
+      std::printf(" %17.1f %10.3f", fl->decode_tps, fl->decode_tps / f->decode_tps);
+      row["lora"] = fl->ToJson();
+      row["lora_over_base_decode"] = fl->decode_tps / f->decode_tps;
+    }
+    std::printf("\n");
     row["concurrency"] = c;
     row["speedup"] = f->generation_tps() / single;
     sweep.push_back(row);
@@ -475,6 +524,11 @@ void AddBenchCommand(CLI::App& app) {
   auto* batching = bench->add_subcommand("batching", "1 request vs N concurrent: tokens/s each and the speedup, sweeping 1, 2, 4, ...");
   AddModelOptions(batching, *o);
   batching->add_option("--max-concurrency", o->max_concurrency, "Largest concurrency of the sweep")->capture_default_str();
+  batching->add_option("--loras", o->loras,
+                       "Also run each concurrency with its sequences spread over this many random LoRA adapters, and "
+                       "print the adapters' aggregate decode against the base model's");
+  batching->add_option("--lora-rank", o->lora_rank, "Rank of those adapters")->capture_default_str();
+  batching->add_option("--lora-targets", o->lora_targets, "Projections they adapt")->capture_default_str();
   batching->add_option("--chart", o->chart, "Draw generation and aggregate decode tokens/s vs concurrency to this SVG file");
   batching->callback([o] { ExitOnError(RunBatching(*o)); });
   auto* prefix = bench->add_subcommand("prefix-cache", "First prompt MISS, same prompt HIT, different MISS, first again HIT");

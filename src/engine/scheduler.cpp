@@ -102,7 +102,7 @@ SchedulerOutput Scheduler::Schedule() {
   while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Request* r = waiting_.front();
-    ComputedBlocks cached = kv_->GetComputedBlocks(std::span<const int32_t>(r->tokens));
+    ComputedBlocks cached = kv_->GetComputedBlocks(std::span<const int32_t>(r->tokens), r->adapter_salt());
     const int32_t start = cached.num_tokens;
     const int32_t num_new = std::min(r->num_tokens() - start, budget);
     if (!kv_->AllocateSlots(r->id, start, num_new, cached)) break;
@@ -152,7 +152,7 @@ std::vector<std::unique_ptr<Request>> Scheduler::Update(const SchedulerOutput& o
     Request* r = s.request;
     if (r->is_finished()) continue;  // cancelled during the step
     r->num_computed_tokens = s.num_computed_tokens + s.num_new_tokens;
-    kv_->CacheFullBlocks(r->id, std::span<const int32_t>(r->tokens), r->num_computed_tokens);
+    kv_->CacheFullBlocks(r->id, std::span<const int32_t>(r->tokens), r->num_computed_tokens, r->adapter_salt());
     if (!s.samples) continue;
     PARALLM_CHECK(next_sample < sampled.size());
     AppendToken(r, sampled[next_sample++]);

@@ -111,6 +111,9 @@ class Model::Ops final : public LayerOps {
     AddBias(q, lw.q_bias, T_);
     AddBias(k, lw.k_bias, T_);
     AddBias(v, lw.v_bias, T_);
+    Lora(layer, LoraTarget::kQ, in, q);
+    Lora(layer, LoraTarget::kK, in, k);
+    Lora(layer, LoraTarget::kV, in, v);
     if (c_.qk_norm) {
       RmsNorm(q, lw.q_norm.data(), c_.rms_eps, T_ * c_.n_heads, c_.head_dim, q);
       RmsNorm(k, lw.k_norm.data(), c_.rms_eps, T_ * c_.n_kv_heads, c_.head_dim, k);
@@ -133,6 +136,7 @@ class Model::Ops final : public LayerOps {
     }
     m_.Attention(batch_, layer, kv_, pool_);
     MatMul(lw.wo, m_.attn_.data(), T_, out, c_.hidden, pool_);
+    Lora(layer, LoraTarget::kO, m_.attn_.data(), out);
   }
 
   void Mlp(int layer, const float* in, float* out) override {
@@ -141,6 +145,8 @@ class Model::Ops final : public LayerOps {
     float *gate = m_.gate_.data(), *up = m_.up_.data();
     const MatMulOut gate_up[] = {{&lw.w_gate, gate, F}, {&lw.w_up, up, F}};
     MatMulMulti(gate_up, in, T_, pool_);
+    Lora(layer, LoraTarget::kGate, in, gate);
+    Lora(layer, LoraTarget::kUp, in, up);
     auto act = c_.activation == Activation::kGeluTanh ? GeluTanhMul : SiluMul;
     // Elementwise (each value computed the same way whatever the split): over the pool when it is large
     // (32 tokens x 4864 is ~155K exps per layer, a few percent of a batched step on one thread).
@@ -154,9 +160,15 @@ class Model::Ops final : public LayerOps {
       act(gate, up, T_ * F, gate);
     }
     MatMul(lw.w_down, gate, T_, out, c_.hidden, pool_);
+    Lora(layer, LoraTarget::kDown, gate, out);
   }
 
  private:
+  // Adds the LoRA updates of the step's adapters to a projection's output (after the shared base product).
+  void Lora(int layer, LoraTarget target, const float* in, float* out) {
+    if (!m_.lora_.empty()) m_.lora_.Apply(layer, target, in, out, pool_);
+  }
+
   static void AddBias(float* x, const std::vector<float>& bias, int64_t n_rows) {
     if (bias.empty()) return;
     const int64_t n = static_cast<int64_t>(bias.size());
@@ -221,6 +233,10 @@ void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits
       for (int64_t i = 0; i < H; ++i) row[i] *= embed_scale;
   }
 
+  lora_.Build(batch);
+  for (const SequenceSlice& seq : batch.sequences)
+    PARALLM_CHECK_MSG(seq.adapter == nullptr || static_cast<int>(seq.adapter->layers.size()) == c.n_layers,
+                      "a LoRA adapter loaded for another model");
   Ops ops(*this, batch, kv, pool);
   const LayerBlock block = SpecFor(c.arch).block;
   for (int l = 0; l < c.n_layers; ++l) block(ops, w.layers[static_cast<size_t>(l)], l);

@@ -8,6 +8,7 @@
 #include "cache/kv_storage.h"
 #include "model/forward_batch.h"
 #include "model/loader.h"
+#include "model/lora_apply.h"
 #include "util/thread_pool.h"
 
 namespace parallm {
@@ -49,6 +50,7 @@ class Model {
   // Scratch, sized per call to the batch: [num_tokens, width] each.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;
   std::vector<int32_t> token_seq_;  // sequence index of each token
+  LoraBatch lora_;  // the step's tokens grouped by LoRA adapter (empty when every sequence runs the base model)
   std::vector<std::vector<float>> scores_;  // per thread: attention scratch (scores of a KV head's query heads)
 };
 

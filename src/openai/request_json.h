@@ -22,10 +22,11 @@ struct BatchRequest {
   std::string id;
   std::vector<int32_t> prompt;
   SamplingParams params;
+  std::string model;  // "model": a LoRA adapter's name (empty: the base model)
 };
 
-// One input line: {"id": "q1", "prompt": "..." | "messages": [...] | "prompt_ids": [1, 2], ...sampling
-// fields}. Ids may be strings or numbers (kept as text). Text prompts and messages (through the chat template,
+// One input line: {"id": "q1", "prompt": "..." | "messages": [...] | "prompt_ids": [1, 2], "model": "...",
+// ...sampling fields}. Ids may be strings or numbers (kept as text). Text prompts and messages (through the chat template,
 // with "tools" when given) need `text`. The default max_tokens is 16, as OpenAI's completions API.
 Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_t vocab_size, const ModelText* text);
 

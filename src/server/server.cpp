@@ -74,9 +74,10 @@ int RunServer(const ServerOptions& o, ModelLoader load) {
     }
     auto e = served->engine;
     auto shared_text = served->text;
+    auto loras = served->loras;
     engine = e;
-    asio::post(io, [&api, e, shared_text] {
-      api.SetEngine(e, shared_text);
+    asio::post(io, [&api, e, shared_text, loras] {
+      api.SetEngine(e, shared_text, loras);
       const EngineConfig& c = e->engine_config();
       Say(fmt::format("model ready ({} KV blocks of {} tokens, context {}, up to {} running requests)",
                       c.num_kv_blocks, c.block_size, c.scheduler.max_model_len, c.scheduler.max_num_seqs));

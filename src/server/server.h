@@ -11,6 +11,7 @@
 
 #include "chat/model_text.h"
 #include "engine/async_engine.h"
+#include "engine/lora_registry.h"
 #include "server/http_session.h"
 
 namespace parallm::server {
@@ -19,6 +20,7 @@ namespace parallm::server {
 struct ServedModel {
   std::shared_ptr<AsyncEngine> engine;
   std::shared_ptr<const ModelText> text;
+  std::shared_ptr<LoraRegistry> loras;  // LoRA adapters requests may name (nullptr: none)
 };
 
 // Builds the ServedModel; called once, on the server's loader thread, so the port answers while it runs. An error

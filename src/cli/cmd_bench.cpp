@@ -34,6 +34,7 @@ struct BenchOptions {
   std::string model = "synthetic:qwen2.5-0.5b";
   int prompts = 32, input_len = 128, max_tokens = 64, concurrency = 32, threads = 0, runs = 1;
   int max_concurrency = 32;
+  int min_concurrency = 1;  // bench batching: first concurrency of the sweep
   int max_num_batched_tokens = 512;
   int max_model_len = 0;  // 0: the file's context (up to the engine's default)
   double kv_cache_gb = 2.0;
@@ -167,12 +168,12 @@ int RunBatching(const BenchOptions& o) {
   double single = 0;
   bench::LineSeries generation{"generation tok/s (all tokens / wall time)", {}, {}};
   bench::LineSeries decode{"aggregate decode tok/s (prefill excluded)", {}, {}};
-  for (int c = 1; c <= o.max_concurrency; c *= 2) {
+  for (int c = std::max(1, o.min_concurrency); c <= o.max_concurrency; c *= 2) {
     // c requests at once, each max_tokens long: the engine runs them as one batch of c sequences.
     bench::Workload w{c, o.input_len, o.max_tokens, static_cast<uint64_t>(c)};
     auto f = bench::Measure(**llm, bench::RandomPrompts(w, vocab), o.max_tokens);
     if (!f.ok()) return Fail(f.status().message());
-    if (c == 1) single = f->generation_tps();
+    if (single == 0) single = f->generation_tps();  // the speedup is against the sweep's first row
     std::printf("%11d %9d %9.2f %10.1f %11.1f %8.2fx %8.2f", c, f->requests, f->seconds, f->generation_tps(),
                 f->decode_tps, f->generation_tps() / single, f->ttft_mean);
     boost::json::object row = f->ToJson();
@@ -524,6 +525,8 @@ void AddBenchCommand(CLI::App& app) {
   auto* batching = bench->add_subcommand("batching", "1 request vs N concurrent: tokens/s each and the speedup, sweeping 1, 2, 4, ...");
   AddModelOptions(batching, *o);
   batching->add_option("--max-concurrency", o->max_concurrency, "Largest concurrency of the sweep")->capture_default_str();
+  batching->add_option("--min-concurrency", o->min_concurrency, "First concurrency of the sweep (doubling up to the largest)")
+      ->capture_default_str();
   batching->add_option("--loras", o->loras,
                        "Also run each concurrency with its sequences spread over this many random LoRA adapters, and "
                        "print the adapters' aggregate decode against the base model's");

@@ -35,39 +35,70 @@ void LoraBatch::Build(const ForwardBatch& batch) {
 }
 
 void LoraBatch::Apply(int layer, LoraTarget target, const float* in, float* out, ThreadPool* pool) {
-  struct Task {
+  // Each adapter's weights are read once per step for all of its tokens (row by row, the row staying in cache while
+  // every token of the group uses it), not once per token: U = A x for the group's tokens, then y += scale * B U.
+  // Every value is one Dot in a fixed order, whatever the group's size or the split: batch invariant.
+  struct Work {
     const LoraWeights* w;
-    int32_t token;
+    const Group* g;
+    size_t u_offset;  // where the group's U [tokens, rank] starts in scratch_[0]
   };
-  std::vector<Task> tasks;
-  int64_t work = 0;
+  std::vector<Work> work;
+  size_t u_size = 0;
   for (const Group& g : groups_) {
     PARALLM_CHECK(layer < static_cast<int>(g.adapter->layers.size()));
     const LoraWeights* w = g.adapter->Find(layer, target);
     if (w == nullptr) continue;
-    for (int32_t t : g.tokens) tasks.push_back(Task{w, t});
-    work += static_cast<int64_t>(g.tokens.size()) * w->rank * static_cast<int64_t>(w->a.size() / w->rank + w->b.size() / w->rank);
+    work.push_back(Work{w, &g, u_size});
+    u_size += g.tokens.size() * static_cast<size_t>(w->rank);
   }
-  if (tasks.empty()) return;
-  const int n_threads = pool != nullptr ? pool->num_threads() : 1;
-  if (static_cast<int>(scratch_.size()) < n_threads) scratch_.resize(static_cast<size_t>(n_threads));
-  auto run = [&](int64_t i, int thread) {
-    const Task& task = tasks[static_cast<size_t>(i)];
-    const LoraWeights& w = *task.w;
-    const int64_t r = w.rank, in_dim = static_cast<int64_t>(w.a.size()) / r, out_dim = static_cast<int64_t>(w.b.size()) / r;
-    std::vector<float>& u = scratch_[static_cast<size_t>(thread)];
-    u.resize(static_cast<size_t>(r));
-    const float* x = in + task.token * in_dim;
-    for (int64_t j = 0; j < r; ++j) u[static_cast<size_t>(j)] = Dot(w.a.data() + j * in_dim, x, in_dim);
-    float* y = out + task.token * out_dim;
-    for (int64_t o = 0; o < out_dim; ++o) y[o] += w.scale * Dot(w.b.data() + o * r, u.data(), r);
+  if (work.empty()) return;
+  // U of every adapted token lives in scratch_[0] ([tokens, rank] per adapter, at each Work's u_offset).
+  if (scratch_.empty()) scratch_.emplace_back();
+  std::vector<float>& u_all = scratch_[0];
+  if (u_all.size() < u_size) u_all.resize(u_size);
+  // Tasks: (work item, a range of rows of A or of B).
+  struct Task {
+    const Work* item;
+    int64_t begin, end;
   };
-  // One token per task: a token's update is the same on any thread. Small steps stay on the calling thread.
-  if (pool != nullptr && work >= (1 << 16)) {
-    pool->ParallelFor(static_cast<int64_t>(tasks.size()), run);
-  } else {
-    for (size_t i = 0; i < tasks.size(); ++i) run(static_cast<int64_t>(i), 0);
-  }
+  constexpr int64_t kRowsPerTask = 64;
+  auto run = [&](bool phase_b) {
+    std::vector<Task> tasks;
+    int64_t macs = 0;
+    for (const Work& item : work) {
+      const int64_t r = item.w->rank;
+      const int64_t rows = phase_b ? static_cast<int64_t>(item.w->b.size()) / r : r;
+      const int64_t cols = phase_b ? r : static_cast<int64_t>(item.w->a.size()) / r;
+      macs += rows * cols * static_cast<int64_t>(item.g->tokens.size());
+      for (int64_t b = 0; b < rows; b += kRowsPerTask) tasks.push_back(Task{&item, b, std::min(rows, b + kRowsPerTask)});
+    }
+    auto task = [&](int64_t i, int) {
+      const Task& t = tasks[static_cast<size_t>(i)];
+      const LoraWeights& w = *t.item->w;
+      const int64_t r = w.rank, in_dim = static_cast<int64_t>(w.a.size()) / r;
+      const int64_t out_dim = static_cast<int64_t>(w.b.size()) / r;
+      float* u = u_all.data() + t.item->u_offset;
+      const std::vector<int32_t>& tokens = t.item->g->tokens;
+      for (int64_t row = t.begin; row < t.end; ++row) {
+        for (size_t k = 0; k < tokens.size(); ++k) {
+          const int64_t token = tokens[k];
+          if (!phase_b) {
+            u[static_cast<int64_t>(k) * r + row] = Dot(w.a.data() + row * in_dim, in + token * in_dim, in_dim);
+          } else {
+            out[token * out_dim + row] += w.scale * Dot(w.b.data() + row * r, u + static_cast<int64_t>(k) * r, r);
+          }
+        }
+      }
+    };
+    if (pool != nullptr && macs >= (1 << 16)) {
+      pool->ParallelFor(static_cast<int64_t>(tasks.size()), task);
+    } else {
+      for (size_t i = 0; i < tasks.size(); ++i) task(static_cast<int64_t>(i), 0);
+    }
+  };
+  run(/*phase_b=*/false);
+  run(/*phase_b=*/true);
 }
 
 }  // namespace parallm

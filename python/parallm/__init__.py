@@ -18,10 +18,11 @@ Streaming: ``LLM.stream_generate`` and ``parallm.stream_generate`` (text pieces)
 from ._parallm import __version__
 from .async_llm import AsyncLLM
 from .llm import LLM
+from .lora import LoRARequest
 from .outputs import CompletionOutput, Logprob, RequestOutput
 from .sampling_params import SamplingParams
 from .tokenizer import Tokenizer
 from .utils import batch_generate, generate, load, stream_generate
 
-__all__ = ["LLM", "AsyncLLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Logprob", "Tokenizer",
+__all__ = ["LLM", "AsyncLLM", "LoRARequest", "SamplingParams", "RequestOutput", "CompletionOutput", "Logprob", "Tokenizer",
            "load", "generate", "stream_generate", "batch_generate", "__version__"]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _parallm
+from .lora import LoRARequest
 from .outputs import CompletionOutput, RequestOutput, _cumulative, _logprobs
 from .sampling_params import SamplingParams
 from .tokenizer import Conversation, Tokenizer
@@ -129,7 +130,9 @@ class LLM:
     def generate(self, prompts: Union[PromptType, Sequence[PromptType], None] = None,
                  sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
                  use_tqdm: bool = False, *,
-                 prompt_token_ids: Optional[Sequence[Sequence[int]]] = None) -> List[RequestOutput]:
+                 prompt_token_ids: Optional[Sequence[Sequence[int]]] = None,
+                 lora_request: Union[LoRARequest, Sequence[Optional[LoRARequest]], None] = None
+                 ) -> List[RequestOutput]:
         """Completes every prompt, all in one continuous batch; returns one RequestOutput per prompt, in order.
 
         Args:
@@ -138,6 +141,8 @@ class LLM:
             sampling_params: one SamplingParams for all prompts, or one per prompt (default: SamplingParams()).
             use_tqdm: show a count of finished prompts on stderr.
             prompt_token_ids: prompts as token id lists (vLLM's older keyword).
+            lora_request: the LoRA adapter to run with (vLLM's LoRARequest), one for all prompts or one per prompt
+                (None: the base model); prompts with different adapters still run in one batch.
 
         Raises ValueError (naming the prompt) for a prompt the engine refuses (empty, too long for the context or
         the KV cache, tokens outside the vocabulary) or parameters out of range, before anything runs.
@@ -150,7 +155,7 @@ class LLM:
             items += [self._prompt(p) for p in self._prompt_list(prompts)]
         if prompt_token_ids is not None:
             items += [_Prompt(None, _token_ids(ids, "prompt_token_ids")) for ids in prompt_token_ids]
-        return self._generate(items, sampling_params, use_tqdm)
+        return self._generate(items, sampling_params, use_tqdm, lora_request)
 
     def chat(self, messages: Union[Conversation, Sequence[Conversation]],
              sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
@@ -235,15 +240,23 @@ class LLM:
             natives.append(native)
         return natives
 
-    def _generate(self, items: List[_Prompt], sampling_params: Any, use_tqdm: bool) -> List[RequestOutput]:
+    def _generate(self, items: List[_Prompt], sampling_params: Any, use_tqdm: bool,
+                  lora_request: Any = None) -> List[RequestOutput]:
         params = self._engine_params(items, sampling_params)
         natives = self._native(items, params)
+        if lora_request is None or isinstance(lora_request, LoRARequest):
+            loras = [lora_request] * len(items)
+        else:
+            loras = list(lora_request)
+            if len(loras) != len(items):
+                raise ValueError(f"{len(loras)} lora_requests for {len(items)} prompts (give one, or one per prompt)")
         progress = _Progress(len(items), "generate") if use_tqdm and items else None
-        finished = self._run(items, natives, progress)
+        finished = self._run(items, natives, progress, loras)
         return [self._output(str(next(self._request_ids)), item, f, p)
                 for item, f, p in zip(items, finished, params)]
 
-    def _run(self, items: List[_Prompt], natives: list, progress: Optional[_Progress] = None) -> list:
+    def _run(self, items: List[_Prompt], natives: list, progress: Optional[_Progress] = None,
+             loras: Optional[list] = None) -> list:
         """Submits every request into one collector and waits for all of them; on any exception (Ctrl-C
         included) cancels them all and waits until the engine has let them go, then re-raises."""
         collector = _parallm.Collector()
@@ -251,7 +264,12 @@ class LLM:
         submitted = []
         try:
             for tag, (item, native) in enumerate(zip(items, natives)):
-                submitted.append(self._engine.submit(collector, tag, item.token_ids, native))
+                lora = loras[tag] if loras else None
+                if lora is None:
+                    submitted.append(self._engine.submit(collector, tag, item.token_ids, native))
+                else:
+                    submitted.append(self._engine.submit(collector, tag, item.token_ids, native,
+                                                         lora_name=lora.lora_name, lora_path=str(lora.lora_path)))
             left = len(items)
             while left:
                 for f in collector.take_finished(_POLL_SECONDS):

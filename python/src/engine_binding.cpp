@@ -13,6 +13,7 @@
 #include "chat/model_text.h"
 #include "collector.h"
 #include "engine/async_engine.h"
+#include "engine/lora_registry.h"
 #include "engine/speculation.h"
 #include "model/synthetic_model.h"
 
@@ -82,6 +83,7 @@ class PyEngine {
     Result<ModelText> text = ModelText::ForModel(o.model, o.tokenizer);
     if (!text.ok()) throw std::runtime_error(text.status().message());
     text_ = std::make_shared<const ModelText>(std::move(*text));
+    loras_ = std::make_unique<LoraRegistry>((*model)->config(), 8);
     EngineConfig config;
     config.kv_cache_gb = o.kv_cache_gb;
     config.num_kv_blocks = o.num_kv_blocks > 0 ? o.num_kv_blocks : DefaultKvBlocks(**model, o);
@@ -104,8 +106,19 @@ class PyEngine {
   }
 
   uint64_t Submit(const std::shared_ptr<Collector>& collector, int64_t tag, std::vector<int32_t> prompt,
-                  const SamplingParams& params, int32_t priority) {
+                  const SamplingParams& params, int32_t priority, const std::string& lora_name,
+                  const std::string& lora_path) {
     GenerationRequest request{std::move(prompt), params, priority};
+    if (!lora_name.empty()) {
+      // vLLM's LoRARequest: the first request naming an adapter loads it from its path.
+      if (!loras_->Has(lora_name)) {
+        Status st = loras_->Add(lora_name, lora_path);
+        if (!st.ok() && !loras_->Has(lora_name)) throw py::value_error(st.message());
+      }
+      Result<std::shared_ptr<const LoraAdapter>> adapter = loras_->Acquire(lora_name);
+      if (!adapter.ok()) throw py::value_error(adapter.status().message());
+      request.adapter = std::move(*adapter);
+    }
     Status st = engine_->Validate(request);
     if (!st.ok()) throw py::value_error(st.message());
     RequestSink sink = collector->Expect(tag, params.n);
@@ -153,6 +166,7 @@ class PyEngine {
   std::string path_;
   std::shared_ptr<const ModelText> text_;
   std::unique_ptr<AsyncEngine> engine_;
+  std::unique_ptr<LoraRegistry> loras_;  // adapters named by LoRARequests, 8 kept loaded
 };
 
 }  // namespace
@@ -194,7 +208,9 @@ void BindEngine(py::module_& m) {
       .def("validate", &PyEngine::Validate, py::arg("prompt"), py::arg("params"),
            "Raises ValueError if the engine would refuse this request.")
       .def("submit", &PyEngine::Submit, py::arg("collector"), py::arg("tag"), py::arg("prompt"), py::arg("params"),
-           py::arg("priority") = 0, "Queues a request; its progress goes to `collector` under `tag`. Returns its id.")
+           py::arg("priority") = 0, py::arg("lora_name") = "", py::arg("lora_path") = "",
+           "Queues a request (with the LoRA adapter `lora_name`, loaded from `lora_path` the first time); its "
+           "progress goes to `collector` under `tag`. Returns its id.")
       .def("cancel", &PyEngine::Cancel, py::arg("id"), "Finishes a request at once and frees its KV blocks.")
       .def("metrics", &PyEngine::Metrics, "A consistent copy of the engine's gauges and counters.")
       .def_property_readonly("model_path", &PyEngine::path)

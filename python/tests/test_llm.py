@@ -235,3 +235,35 @@ def test_help_and_stubs():
     package = pathlib.Path(parallm.__file__).parent
     assert (package / "_parallm.pyi").exists() and (package / "py.typed").exists()
     assert parallm.__version__
+
+
+def test_lora_request_per_prompt_equals_cli(cli, workdir):
+    """vLLM's LoRARequest: prompts with different adapters in one generate() call equal `parallm generate
+    --adapter-path` for each (greedy); an adapter that does not fit the model is a ValueError."""
+    base = workdir / "lora-base.gguf"
+    assert run_cli(cli, "make-model", "--arch", "llama", "--seed", "5", "-o", base).returncode == 0
+    adapters = []
+    for i, fmt in enumerate(("peft", "mlx")):
+        path = workdir / f"lora-{fmt}"
+        r = run_cli(cli, "make-model", "--arch", "llama", "--seed", str(20 + i), "--lora", fmt, "--lora-rank", "8",
+                    "--lora-targets", "q,k,v,o,gate,up,down", "--lora-scale", "4", "-o", path)
+        assert r.returncode == 0, r.stderr
+        adapters.append(path)
+    prompt = [3, 14, 15, 92, 65]
+
+    def cli_ids(adapter):
+        extra = ["--adapter-path", str(adapter)] if adapter else []
+        r = run_cli(cli, "generate", "-m", base, "--prompt-ids", ",".join(map(str, prompt)), "-n", "8",
+                    "--ignore-eos", "--json", "-t", "1", *extra)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["ids"]
+
+    llm = parallm.LLM(str(base), kv_cache_gb=0.05, threads=1)
+    loras = [None, parallm.LoRARequest("peft", 1, str(adapters[0])), parallm.LoRARequest("mlx", 2, str(adapters[1]))]
+    outs = llm.generate([prompt] * 3, parallm.SamplingParams(temperature=0, max_tokens=8, ignore_eos=True),
+                        lora_request=loras)
+    want = [cli_ids(None), cli_ids(adapters[0]), cli_ids(adapters[1])]
+    assert [o.outputs[0].token_ids for o in outs] == want
+    assert want[1] != want[0] and want[2] != want[0]
+    with pytest.raises(ValueError, match="no such adapter"):
+        llm.generate([prompt], lora_request=parallm.LoRARequest("missing", 3, str(workdir / "missing")))

@@ -35,7 +35,8 @@ boost::json::object RunFigures::ToJson() const {
 }
 
 Result<RunFigures> Measure(LLM& llm, const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens,
-                           float temperature, std::vector<std::vector<int32_t>>* ids) {
+                           const std::vector<std::shared_ptr<const LoraAdapter>>& adapters, float temperature,
+                           std::vector<std::vector<int32_t>>* ids) {
   SamplingParams p;
   p.max_tokens = max_tokens;
   p.ignore_eos = true;
@@ -44,7 +45,7 @@ Result<RunFigures> Measure(LLM& llm, const std::vector<std::vector<int32_t>>& pr
   p.has_seed = temperature > 0;
   const Scheduler::SpecStats spec_before = llm.engine().scheduler().spec_stats();
   const auto start = std::chrono::steady_clock::now();
-  PARALLM_ASSIGN_OR_RETURN(std::vector<Completion> done, llm.Generate(prompts, {p}));
+  PARALLM_ASSIGN_OR_RETURN(std::vector<Completion> done, llm.Generate(prompts, {p}, nullptr, adapters));
   RunFigures f;
   f.draft_tokens = llm.engine().scheduler().spec_stats().num_draft_tokens - spec_before.num_draft_tokens;
   f.accepted_tokens = llm.engine().scheduler().spec_stats().num_accepted_tokens - spec_before.num_accepted_tokens;

@@ -43,9 +43,10 @@ struct RunFigures {
 };
 
 // Runs `prompts` through `llm` (ignore_eos; greedy, or seeded sampling at `temperature` > 0) and measures it;
-// with `ids` set, also returns each request's output tokens.
+// `adapters` as LLM::Generate takes them; with `ids` set, also returns each request's output tokens.
 Result<RunFigures> Measure(LLM& llm, const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens,
-                           float temperature = 0, std::vector<std::vector<int32_t>>* ids = nullptr);
+                           const std::vector<std::shared_ptr<const LoraAdapter>>& adapters = {}, float temperature = 0,
+                           std::vector<std::vector<int32_t>>* ids = nullptr);
 
 // Peak resident memory of this process, in bytes.
 int64_t PeakRssBytes();

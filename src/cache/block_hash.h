@@ -14,8 +14,10 @@ struct BlockHash {
   bool operator==(const BlockHash&) const = default;
 };
 
-// xxHash64 (XXH3) of (parent hash or a fixed seed, the block's `block_size` token ids).
-BlockHash HashBlockTokens(std::optional<BlockHash> parent, std::span<const int32_t> tokens);
+// xxHash64 (XXH3) of (parent hash or a fixed seed, the block's `block_size` token ids). `salt` (first block only;
+// the chain carries it on) separates sequences whose K/V differ for the same tokens: the LoRA adapter they run
+// with (0: the base model), so blocks are never shared across adapters.
+BlockHash HashBlockTokens(std::optional<BlockHash> parent, std::span<const int32_t> tokens, uint64_t salt = 0);
 
 }  // namespace parallm
 

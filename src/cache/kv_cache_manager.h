@@ -44,7 +44,8 @@ class KVCacheManager {
   // The longest cached prefix of `tokens` in whole blocks. At least one token is always left to compute
   // (the last prompt token must run to produce logits), so a fully cached prompt reuses all blocks but the
   // last. Does not take references: pass the result to AllocateSlots.
-  ComputedBlocks GetComputedBlocks(std::span<const int32_t> tokens);
+  // `salt`: the request's LoRA adapter (0: base model), part of every block hash (HashBlockTokens).
+  ComputedBlocks GetComputedBlocks(std::span<const int32_t> tokens, uint64_t salt = 0);
 
   // Makes room for `num_new_tokens` more tokens of request `id` (whose first `num_computed_tokens` are in its
   // blocks already, or in `new_computed` blocks from GetComputedBlocks on its first call). Returns false, and
@@ -53,7 +54,7 @@ class KVCacheManager {
                      const ComputedBlocks& new_computed = {});
 
   // Caches the request's full blocks among its first `num_tokens` tokens (`tokens` = all its tokens so far).
-  void CacheFullBlocks(RequestId id, std::span<const int32_t> tokens, int32_t num_tokens);
+  void CacheFullBlocks(RequestId id, std::span<const int32_t> tokens, int32_t num_tokens, uint64_t salt = 0);
 
   // Releases all of a request's blocks (finish, cancel, preemption). Unknown ids are ignored.
   void Free(RequestId id);

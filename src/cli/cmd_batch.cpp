@@ -13,6 +13,7 @@
 #include "cli/model_options.h"
 #include "cli/speculative_option.h"
 #include "engine/llm.h"
+#include "engine/lora_registry.h"
 #include "openai/request_json.h"
 #include "util/progress.h"
 #include "util/strings.h"
@@ -35,6 +36,7 @@ struct BatchOptions {
   int max_num_batched_tokens = 512;
   bool no_prefix_caching = false;
   SpeculativeConfig speculative;
+  std::vector<std::string> lora_modules;  // NAME=PATH: lines choose one by "model"
 };
 
 // Ids of results already written without error (resume skips them).
@@ -66,6 +68,14 @@ int Run(const BatchOptions& o) {
   if (o.max_model_len > 0) config.scheduler.max_model_len = o.max_model_len;
   auto model = LoadModelForCommand(o.model, o.max_model_len);
   if (!model.ok()) return Fail(model.status().message());
+  // LoRA adapters by name; a line's "model" picks one (the base model: no "model", or the --model path).
+  LoraRegistry loras((*model)->config(), std::max<int>(1, static_cast<int>(o.lora_modules.size())));
+  for (const std::string& module : o.lora_modules) {
+    const size_t eq = module.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == module.size())
+      return Fail(fmt::format("--lora-modules {}: expected NAME=PATH", module));
+    if (Status st = loras.Add(module.substr(0, eq), module.substr(eq + 1)); !st.ok()) return Fail(st.message());
+  }
   auto llm = std::make_unique<LLM>(std::move(*model), config);
   auto text = LoadModelTextForCommand(o.model, o.tokenizer, o.chat_template);
   if (!text.ok()) return Fail(text.status().message());
@@ -99,6 +109,7 @@ int Run(const BatchOptions& o) {
   struct Job {
     BatchRequest request;
     int line;
+    std::shared_ptr<const LoraAdapter> adapter;
   };
   std::vector<Job> jobs;
   // Structured outputs (response_format, structured_outputs, guided_*) compile against the model's vocabulary.
@@ -118,6 +129,15 @@ int Run(const BatchOptions& o) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     auto parsed = ParseBatchLine(line, line_no, llm->model().config().vocab, &*text, tool_parser, grammars.get());
     if (parsed.ok() && seen.contains(parsed->id)) parsed = Err("duplicate id '{}'", parsed->id);
+    std::shared_ptr<const LoraAdapter> adapter;
+    if (parsed.ok() && !parsed->model.empty() && parsed->model != o.model) {
+      auto acquired = loras.Acquire(parsed->model);
+      if (acquired.ok()) {
+        adapter = std::move(*acquired);
+      } else {
+        parsed = Err("'model' {}: not the base model and not one of --lora-modules", parsed->model);
+      }
+    }
     if (!parsed.ok()) {
       ++bad;
       std::fprintf(stderr, "%s:%d: %s\n", o.input.c_str(), line_no, parsed.status().message().c_str());
@@ -132,15 +152,17 @@ int Run(const BatchOptions& o) {
       ++skipped;
       continue;
     }
-    jobs.push_back(Job{std::move(*parsed), line_no});
+    jobs.push_back(Job{std::move(*parsed), line_no, std::move(adapter)});
   }
   if (skipped > 0) std::fprintf(stderr, "resuming: %d requests already in %s\n", skipped, o.output.c_str());
 
   std::vector<std::vector<int32_t>> prompts;
   std::vector<SamplingParams> params;
+  std::vector<std::shared_ptr<const LoraAdapter>> adapters;
   for (const Job& j : jobs) {
     prompts.push_back(j.request.prompt);
     params.push_back(j.request.params);
+    adapters.push_back(j.adapter);
   }
   ProgressBar progress("batch", static_cast<double>(jobs.size()), "req");
   int64_t generated = 0;
@@ -179,6 +201,7 @@ int Run(const BatchOptions& o) {
     };
     // The first choice is flat in the record; with n > 1 all of them are also under "choices".
     boost::json::object record{{"id", r.id}};
+    if (!r.model.empty()) record["model"] = r.model;
     for (const auto& [key, value] : choice_json(c.choices[0])) record[key] = value;
     int64_t completion_tokens = 0;
     boost::json::array choices;
@@ -196,7 +219,7 @@ int Run(const BatchOptions& o) {
     record["latency_s"] = c.choices[0].total_seconds;
     write(record);
     progress.Add(1);
-  });
+  }, adapters);
   progress.Finish();
   if (!result.ok()) return Fail(result.status().message());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -217,6 +240,9 @@ void AddBatchCommand(CLI::App& app) {
                   "\"max_tokens\": ..., ...}")
       ->required();
   cmd->add_option("--output", o->output, "JSONL results, appended; ids already there are skipped (resume)")->required();
+  cmd->add_option("--lora-modules", o->lora_modules,
+                  "LoRA adapters as NAME=PATH; a line's \"model\" names the one it runs with (none: the base model)")
+      ->expected(1, -1);
   cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer instead of the model's (tokenizer.json or folder, .gguf, tokenizer.bin)");
   AddChatTemplateOption(cmd, &o->chat_template);
   cmd->add_option("--tool-call-parser", o->tool_call_parser,

@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/speculative_option.h"
+#include "model/lora_writer.h"
 #include "model/synthetic_model.h"
 #include "util/mapped_file.h"
 #include "util/progress.h"
@@ -35,6 +36,7 @@ struct BenchOptions {
   std::string model = "synthetic:qwen2.5-0.5b";
   int prompts = 32, input_len = 128, max_tokens = 64, concurrency = 32, threads = 0, runs = 1;
   int max_concurrency = 32;
+  int min_concurrency = 1;  // bench batching: first concurrency of the sweep
   int max_num_batched_tokens = 512;
   int max_model_len = 0;  // 0: the file's context (up to the engine's default)
   double kv_cache_gb = 2.0;
@@ -42,7 +44,35 @@ struct BenchOptions {
   std::string chart;  // SVG file (bench batching)
   std::string tokenizer;
   SpeculativeConfig speculative;
+  // bench batching: sequences spread over this many random LoRA adapters (0: base model only).
+  int loras = 0;
+  int lora_rank = 16;
+  std::string lora_targets = "q,k,v,o,gate,up,down";
 };
+
+// `n` random adapters of rank `rank` on `targets` for the model's shape (what bench batching spreads sequences over).
+Result<std::vector<std::shared_ptr<const LoraAdapter>>> BenchAdapters(const ModelConfig& c, int n, int rank,
+                                                                      const std::string& targets) {
+  RandomLoraSpec spec;
+  spec.rank = rank;
+  spec.targets.clear();
+  for (const std::string& name : Split(targets, ',')) {
+    bool found = false;
+    for (int t = 0; t < kNumLoraTargets; ++t)
+      if (name + "_proj" == LoraTargetHfName(static_cast<LoraTarget>(t)) || name == LoraTargetHfName(static_cast<LoraTarget>(t))) {
+        spec.targets.push_back(static_cast<LoraTarget>(t));
+        found = true;
+      }
+    if (!found) return Err("--lora-targets: {} is not one of q, k, v, o, gate, up, down", name);
+  }
+  if (rank <= 0) return Err("--lora-rank must be positive");
+  std::vector<std::shared_ptr<const LoraAdapter>> out;
+  for (int i = 0; i < n; ++i) {
+    spec.seed = 1000 + static_cast<uint64_t>(i);
+    out.push_back(std::make_shared<const LoraAdapter>(MakeRandomLora(c, spec)));
+  }
+  return out;
+}
 
 // Today's date in UTC, for reports and chart subtitles: "2026-11-30 17:20 UTC".
 std::string NowUtc() {
@@ -132,20 +162,40 @@ int RunBatching(const BenchOptions& o) {
   const int32_t vocab = (*llm)->model().config().vocab;
   boost::json::object report = Header(o, **llm, "batching");
   boost::json::array sweep;
-  std::printf("%11s %9s %9s %10s %11s %9s %8s\n", "concurrency", "requests", "time s", "gen tok/s", "decode t/s",
-              "speedup", "ttft s");
+  std::vector<std::shared_ptr<const LoraAdapter>> adapters;
+  if (o.loras > 0) {
+    auto made = BenchAdapters((*llm)->model().config(), o.loras, o.lora_rank, o.lora_targets);
+    if (!made.ok()) return Fail(made.status().message());
+    adapters = std::move(*made);
+    report["loras"] = o.loras;
+    report["lora_rank"] = o.lora_rank;
+    report["lora_targets"] = o.lora_targets;
+  }
+  std::printf("%11s %9s %9s %10s %11s %9s %8s%s\n", "concurrency", "requests", "time s", "gen tok/s", "decode t/s",
+              "speedup", "ttft s", o.loras > 0 ? "  lora decode t/s  lora/base" : "");
   double single = 0;
   bench::LineSeries generation{"generation tok/s (all tokens / wall time)", {}, {}};
   bench::LineSeries decode{"aggregate decode tok/s (prefill excluded)", {}, {}};
-  for (int c = 1; c <= o.max_concurrency; c *= 2) {
+  for (int c = std::max(1, o.min_concurrency); c <= o.max_concurrency; c *= 2) {
     // c requests at once, each max_tokens long: the engine runs them as one batch of c sequences.
     bench::Workload w{c, o.input_len, o.max_tokens, static_cast<uint64_t>(c)};
     auto f = bench::Measure(**llm, bench::RandomPrompts(w, vocab), o.max_tokens);
     if (!f.ok()) return Fail(f.status().message());
-    if (c == 1) single = f->generation_tps();
-    std::printf("%11d %9d %9.2f %10.1f %11.1f %8.2fx %8.2f\n", c, f->requests, f->seconds, f->generation_tps(),
+    if (single == 0) single = f->generation_tps();  // the speedup is against the sweep's first row
+    std::printf("%11d %9d %9.2f %10.1f %11.1f %8.2fx %8.2f", c, f->requests, f->seconds, f->generation_tps(),
                 f->decode_tps, f->generation_tps() / single, f->ttft_mean);
     boost::json::object row = f->ToJson();
+    if (!adapters.empty()) {
+      // The same prompts, request i with adapter i % loras: every step mixes the adapters.
+      std::vector<std::shared_ptr<const LoraAdapter>> spread;
+      for (int i = 0; i < c; ++i) spread.push_back(adapters[static_cast<size_t>(i) % adapters.size()]);
+      auto fl = bench::Measure(**llm, bench::RandomPrompts(w, vocab), o.max_tokens, spread);
+      if (!fl.ok()) return Fail(fl.status().message());
+      std::printf(" %17.1f %10.3f", fl->decode_tps, fl->decode_tps / f->decode_tps);
+      row["lora"] = fl->ToJson();
+      row["lora_over_base_decode"] = fl->decode_tps / f->decode_tps;
+    }
+    std::printf("\n");
     row["concurrency"] = c;
     row["speedup"] = f->generation_tps() / single;
     sweep.push_back(row);
@@ -196,9 +246,9 @@ int RunSpeculative(const BenchOptions& o, float temperature) {
     bench::Workload w{o.prompts, o.input_len, o.max_tokens, static_cast<uint64_t>(run)};
     const auto prompts = bench::RandomPrompts(w, (*plain)->model().config().vocab);
     std::vector<std::vector<int32_t>> plain_ids, drafted_ids;
-    auto off = bench::Measure(**plain, prompts, o.max_tokens, temperature, &plain_ids);
+    auto off = bench::Measure(**plain, prompts, o.max_tokens, {}, temperature, &plain_ids);
     if (!off.ok()) return Fail(off.status().message());
-    auto on = bench::Measure(**drafted, prompts, o.max_tokens, temperature, &drafted_ids);
+    auto on = bench::Measure(**drafted, prompts, o.max_tokens, {}, temperature, &drafted_ids);
     if (!on.ok()) return Fail(on.status().message());
     const bool same = plain_ids == drafted_ids;
     all_same = all_same && same;
@@ -587,6 +637,13 @@ void AddBenchCommand(CLI::App& app) {
   auto* batching = bench->add_subcommand("batching", "1 request vs N concurrent: tokens/s each and the speedup, sweeping 1, 2, 4, ...");
   AddModelOptions(batching, *o);
   batching->add_option("--max-concurrency", o->max_concurrency, "Largest concurrency of the sweep")->capture_default_str();
+  batching->add_option("--min-concurrency", o->min_concurrency, "First concurrency of the sweep (doubling up to the largest)")
+      ->capture_default_str();
+  batching->add_option("--loras", o->loras,
+                       "Also run each concurrency with its sequences spread over this many random LoRA adapters, and "
+                       "print the adapters' aggregate decode against the base model's");
+  batching->add_option("--lora-rank", o->lora_rank, "Rank of those adapters")->capture_default_str();
+  batching->add_option("--lora-targets", o->lora_targets, "Projections they adapt")->capture_default_str();
   batching->add_option("--chart", o->chart, "Draw generation and aggregate decode tokens/s vs concurrency to this SVG file");
   batching->callback([o] { ExitOnError(RunBatching(*o)); });
   auto* speculative = bench->add_subcommand(

@@ -6,6 +6,7 @@
 #include "cli/write_options.h"
 #include "formats/llama2c.h"
 #include "model/loader.h"
+#include "model/lora_writer.h"
 #include "model/model_writer.h"
 #include "util/progress.h"
 
@@ -14,7 +15,7 @@ namespace parallm::cli {
 namespace {
 
 struct ConvertOptions {
-  std::string input, output, tokenizer, to = "gguf", dtype;
+  std::string input, output, tokenizer, to = "gguf", dtype, adapter;
   int bits = 4, group_size = 64, high_bits = 0, shard_mb = 0;
 };
 
@@ -35,8 +36,25 @@ int Run(const ConvertOptions& o) {
   std::string dtype = o.dtype.empty() ? "f32" : o.dtype;
   auto options = ParseWriteOptions(o.to, dtype, o.bits, o.group_size, o.high_bits, o.shard_mb);
   if (!options.ok()) return Fail(options.status().message());
+  // --adapter: the LoRA update is added to the weights it adapts on their way to the writer (mlx_lm.fuse).
+  std::shared_ptr<const LoraAdapter> adapter;
+  if (!o.adapter.empty()) {
+    auto a = LoadLoraAdapter(o.adapter, loaded->config);
+    if (!a.ok()) return Fail(a.status().message());
+    adapter = *a;
+  }
+  int fused = 0;
   Status st = WriteModel(loaded->config, loaded->config.rope_style, *options, *vocab, "converting " + o.input, o.output,
-                         [&](const TensorSink& sink) { return EmitWeights(loaded->config, loaded->weights, sink); });
+                         [&](const TensorSink& sink) {
+                           if (adapter == nullptr) return EmitWeights(loaded->config, loaded->weights, sink);
+                           return EmitWeights(loaded->config, loaded->weights,
+                                              [&](const std::string& name, std::vector<int64_t> shape,
+                                                  std::vector<float> values) {
+                                                fused += FuseLora(*adapter, name, shape, values) ? 1 : 0;
+                                                return sink(name, std::move(shape), std::move(values));
+                                              });
+                         });
+  if (st.ok() && adapter != nullptr) std::fprintf(stderr, "fused %s into %d matrices\n", adapter->Describe().c_str(), fused);
   if (!st.ok()) return Fail(st.message());
   std::fprintf(stderr, "wrote %s (%s, %s)\n", o.output.c_str(), o.to.c_str(), Describe(loaded->config).c_str());
   return 0;
@@ -56,6 +74,8 @@ void AddConvertCommand(CLI::App& app) {
   cmd->add_option("--group-size", o->group_size, "MLX: group size")->capture_default_str();
   cmd->add_option("--high-bits", o->high_bits, "MLX: mixed precision (LM head and some v_proj/down_proj)");
   cmd->add_option("--shard-mb", o->shard_mb, "HF/MLX: safetensors shards of this many MiB");
+  cmd->add_option("--adapter", o->adapter,
+                  "Fuse a LoRA adapter into the weights (mlx_lm.fuse): an mlx-lm or PEFT folder, or a GGUF LoRA file");
   cmd->callback([o] { ExitOnError(Run(*o)); });
 }
 

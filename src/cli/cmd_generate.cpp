@@ -11,6 +11,7 @@
 #include "engine/sampler.h"
 #include "engine/single_sequence.h"
 #include "formats/llama2c.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "chat/model_text.h"
 #include "util/npy.h"
@@ -20,7 +21,7 @@ namespace parallm::cli {
 namespace {
 
 struct GenerateOptions {
-  std::string model, prompt_ids, prompt, tokenizer, output, chat_template, chat;
+  std::string model, prompt_ids, prompt, tokenizer, output, chat_template, chat, adapter_path;
   int max_model_len = 0;  // 0: the file's context
   int max_tokens = 64;
   int threads = 0;
@@ -37,6 +38,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 // Loads the model, its text side (tokenizer, chat template; --tokenizer overrides) and the prompt ids.
 struct Session {
   std::unique_ptr<Model> model;
+  std::shared_ptr<const LoraAdapter> adapter;  // --adapter-path
   ModelText text;
   std::vector<int32_t> prompt;
   int32_t eos = -1;
@@ -46,6 +48,9 @@ Result<Session> Open(const GenerateOptions& o) {
   Session s;
   PARALLM_ASSIGN_OR_RETURN(s.model, LoadModelForCommand(o.model, o.max_model_len));
   PARALLM_ASSIGN_OR_RETURN(s.text, LoadModelTextForCommand(o.model, o.tokenizer, o.chat_template));
+  if (!o.adapter_path.empty()) {
+    PARALLM_ASSIGN_OR_RETURN(s.adapter, LoadLoraAdapter(o.adapter_path, s.model->config()));
+  }
   const Tokenizer* tok = s.text.tokenizer();
   s.eos = tok ? tok->eos_id() : (s.model->loaded().vocab ? s.model->loaded().vocab->eos : -1);
   if (!o.prompt.empty() + !o.prompt_ids.empty() + !o.chat.empty() > 1)
@@ -83,6 +88,7 @@ int RunGenerate(const GenerateOptions& o) {
                             prompt.size(), o.max_tokens, context, prompt.size() + o.max_tokens));
   ThreadPool pool(o.threads);
   SingleSequence seq(model, static_cast<int>(prompt.size()) + o.max_tokens, &pool);
+  seq.SetAdapter(session->adapter.get());
   SamplingParams params;
   params.temperature = o.temperature;
   params.top_k = o.top_k;
@@ -157,6 +163,7 @@ int RunLogits(const GenerateOptions& o) {
                             prompt.size(), model.config().context_length, prompt.size()));
   ThreadPool pool(o.threads);
   SingleSequence seq(model, static_cast<int>(prompt.size()), &pool);
+  seq.SetAdapter(session->adapter.get());
   std::vector<float> logits = seq.Append(prompt, /*all_logits=*/true);
   Status st = WriteNpyF32(o.output, {static_cast<int64_t>(prompt.size()), model.config().vocab}, logits.data());
   if (!st.ok()) return Fail(st.message());
@@ -173,6 +180,9 @@ void AddCommonOptions(CLI::App* cmd, GenerateOptions& o) {
   AddChatTemplateOption(cmd, &o.chat_template);
   AddMaxModelLenOption(cmd, &o.max_model_len);
   cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)");
+  cmd->add_option("--adapter-path", o.adapter_path,
+                  "LoRA adapter to run with (mlx_lm's flag): an mlx-lm or PEFT adapter folder, or a llama.cpp GGUF "
+                  "LoRA file");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "formats/gguf.h"
 #include "model/arch/arch.h"
 #include "model/family_config.h"
+#include "model/lora_writer.h"
 #include "model/model_writer.h"
 #include "model/scripted_model.h"
 #include "model/synthetic.h"
@@ -40,7 +41,52 @@ struct MakeModelOptions {
   std::vector<std::string> scripts;  // "TRIGGER=>CONTINUATION": a scripted model (model/scripted_model.h)
   uint64_t seed = 0;
   std::string output;
+  // --lora FORMAT: a random LoRA adapter for the model shape instead of a model.
+  std::string lora;
+  int lora_rank = 8;
+  std::string lora_targets = "q,v";
+  float lora_scale = 2.0f;
+  int lora_layers = 0;
+  bool rslora = false;
 };
+
+// A random adapter for the shape `c`, as mlx-lm, PEFT or llama.cpp would save it.
+int MakeLora(const MakeModelOptions& o, const ModelConfig& c) {
+  RandomLoraSpec spec;
+  spec.rank = o.lora_rank;
+  spec.scale = o.lora_scale;
+  spec.num_layers = o.lora_layers;
+  spec.seed = o.seed;
+  spec.targets.clear();
+  for (const std::string& name : Split(o.lora_targets, ',')) {
+    bool found = false;
+    for (int t = 0; t < kNumLoraTargets; ++t) {
+      const std::string hf = LoraTargetHfName(static_cast<LoraTarget>(t));
+      if (name == hf || name + "_proj" == hf) {
+        spec.targets.push_back(static_cast<LoraTarget>(t));
+        found = true;
+      }
+    }
+    if (!found) return Fail(fmt::format("--lora-targets: {} is not one of q, k, v, o, gate, up, down", name));
+  }
+  if (spec.rank <= 0 || spec.targets.empty()) return Fail("--lora-rank must be positive and --lora-targets non-empty");
+  LoraWriteOptions w;
+  if (o.lora == "mlx") {
+    w.format = LoraFormat::kMlx;
+  } else if (o.lora == "peft") {
+    w.format = LoraFormat::kPeft;
+  } else if (o.lora == "gguf") {
+    w.format = LoraFormat::kGguf;
+  } else {
+    return Fail(fmt::format("--lora {} is not one of mlx, peft, gguf", o.lora));
+  }
+  w.rslora = o.rslora;
+  if (o.rslora && w.format != LoraFormat::kPeft) return Fail("--rslora goes with --lora peft");
+  if (Status st = WriteLoraAdapter(MakeRandomLora(c, spec), c, w, o.output); !st.ok()) return Fail(st.message());
+  std::fprintf(stderr, "wrote %s (%s LoRA, rank %d on %s, for %s)\n", o.output.c_str(), o.lora.c_str(), spec.rank,
+               o.lora_targets.c_str(), Describe(c).c_str());
+  return 0;
+}
 
 int Run(const MakeModelOptions& o) {
   const ArchSpec* spec = nullptr;
@@ -79,6 +125,7 @@ int Run(const MakeModelOptions& o) {
   if (!o.scripts.empty()) c.tied_embeddings = false;  // the script lives in an LM head of its own
   if (o.original_context > 0 && !c.rope_longrope) return Fail("--original-context goes with --rope-scaling longrope");
   if (Status st = ValidateExtras(c, o.output); !st.ok()) return Fail(st.message());
+  if (!o.lora.empty()) return MakeLora(o, c);
   auto options = ParseWriteOptions(o.format, o.dtype, o.bits, o.group_size, o.high_bits, o.shard_mb);
   if (!options.ok()) return Fail(options.status().message());
   options->name = "parallm-synthetic-" + o.preset;
@@ -201,6 +248,16 @@ void AddMakeModelCommand(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "Random seed; the same seed gives the same weights in every format")
       ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "Output .gguf file or folder")->required();
+  cmd->add_option("--lora", o->lora,
+                  "Write a random LoRA adapter for this model shape instead of a model: mlx (adapters.safetensors), "
+                  "peft (adapter_model.safetensors) or gguf (llama.cpp)");
+  cmd->add_option("--lora-rank", o->lora_rank, "LoRA: rank")->capture_default_str();
+  cmd->add_option("--lora-targets", o->lora_targets, "LoRA: projections, from q,k,v,o,gate,up,down")
+      ->capture_default_str();
+  cmd->add_option("--lora-scale", o->lora_scale, "LoRA: the update's multiplier (stored as each format does)")
+      ->capture_default_str();
+  cmd->add_option("--lora-layers", o->lora_layers, "LoRA: adapt the last N layers only (0: all)");
+  cmd->add_flag("--rslora", o->rslora, "LoRA (peft): store lora_alpha for rsLoRA's alpha / sqrt(r)");
   cmd->callback([o] { ExitOnError(Run(*o)); });
 }
 

@@ -19,6 +19,8 @@ void AddServeCommand(CLI::App& app) {
     int max_model_len = 0;
     EngineConfig engine;
     AsyncEngineConfig async;
+    std::vector<std::string> lora_modules;  // NAME=PATH
+    int max_loras = 8;
   };
   auto m = std::make_shared<ModelSide>();
   m->engine.kv_cache_gb = 2.0;
@@ -30,6 +32,14 @@ void AddServeCommand(CLI::App& app) {
   auto no_prefix_caching = std::make_shared<bool>(false);
   cmd->add_option("-m,--model", m->model, "Model: .gguf file, llama2.c .bin, Hugging Face / MLX folder, or synthetic:...")
       ->required();
+  cmd->add_option("--lora-modules", m->lora_modules,
+                  "LoRA adapters as NAME=PATH (vLLM's flag; mlx-lm or PEFT folders, llama.cpp GGUF LoRA files); "
+                  "requests choose one by its name in 'model'")
+      ->expected(1, -1);
+  cmd->add_option("--max-loras", m->max_loras,
+                  "LoRA adapters kept loaded at once; beyond that the least recently used is evicted and loaded again "
+                  "when next asked for")
+      ->capture_default_str();
   cmd->add_option("--tokenizer", m->tokenizer,
                   "Tokenizer instead of the model's (tokenizer.json or folder, .gguf, tokenizer.bin)");
   AddChatTemplateOption(cmd, &m->chat_template);
@@ -73,6 +83,7 @@ void AddServeCommand(CLI::App& app) {
     if (*body_mb <= 0) throw CLI::ValidationError("--max-body-mb", "must be > 0");
     if (*keep_alive_s <= 0) throw CLI::ValidationError("--timeout-keep-alive", "must be > 0");
     if (o->port < 0 || o->port > 65535) throw CLI::ValidationError("--port", "must be in 0..65535");
+    if (m->max_loras < 1) throw CLI::ValidationError("--max-loras", "must be >= 1");
     m->engine.enable_prefix_caching = !*no_prefix_caching;
     o->limits.max_body_bytes = static_cast<size_t>(*body_mb * 1024 * 1024);
     o->limits.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(*keep_alive_s * 1000));
@@ -88,6 +99,13 @@ void AddServeCommand(CLI::App& app) {
       if (served.auto_tool_choice && served.tool_parser == openai::ToolParser::kNone)
         return Err("--enable-auto-tool-choice needs --tool-call-parser: the chat template's tool format was not "
                    "recognized");
+      served.loras = std::make_shared<LoraRegistry>(model->config(), m->max_loras);
+      for (const std::string& module : m->lora_modules) {
+        const size_t eq = module.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == module.size())
+          return Err("--lora-modules {}: expected NAME=PATH", module);
+        PARALLM_RETURN_IF_ERROR(served.loras->Add(module.substr(0, eq), module.substr(eq + 1)));
+      }
       served.engine = std::make_shared<AsyncEngine>(std::move(model), m->engine, shared_text->shared_tokenizer(), m->async);
       served.text = std::move(shared_text);
       return served;

@@ -151,7 +151,8 @@ void AsyncEngine::TakeInbox() {
   // Submissions first, so a cancel that raced its own submission finds the request.
   for (std::unique_ptr<Pending>& p : submitted) {
     const int32_t n = p->request.params.n;
-    Result<RequestId> engine_id = engine_.Add(p->request.prompt, p->request.params, p->request.priority);
+    Result<RequestId> engine_id = engine_.Add(p->request.prompt, p->request.params, p->request.priority,
+                                                 p->request.adapter);
     if (!engine_id.ok()) {
       RequestUpdate update;
       update.prompt_tokens = static_cast<int32_t>(p->request.prompt.size());

@@ -25,6 +25,7 @@ struct GenerationRequest {
   std::vector<int32_t> prompt;
   SamplingParams params;
   int32_t priority = 0;  // lower runs first
+  std::shared_ptr<const LoraAdapter> adapter = nullptr;  // LoRA adapter (nullptr: the base model)
 };
 
 // One choice's progress in one engine step.

@@ -49,11 +49,16 @@ Status Engine::Validate(std::span<const int32_t> prompt, const SamplingParams& p
   return Status::Ok();
 }
 
-Result<RequestId> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& params, int32_t priority) {
+Result<RequestId> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& params, int32_t priority,
+                              std::shared_ptr<const LoraAdapter> adapter) {
   PARALLM_RETURN_IF_ERROR(Validate(prompt, params));
+  if (adapter != nullptr && static_cast<int>(adapter->layers.size()) != model_.config().n_layers)
+    return Err("LoRA adapter {} was loaded for a model with {} layers, not this one", adapter->path,
+               adapter->layers.size());
   const RequestId id = next_id_++;
   auto request = std::make_unique<Request>(id, std::move(prompt), params, eos_tokens_);
   request->priority = priority;
+  request->adapter = std::move(adapter);
   scheduler_.Add(std::move(request));
   return id;
 }
@@ -72,6 +77,7 @@ void Engine::ForkCopies(const ScheduledRequest& s, std::span<const float> logits
     child->parent_id = parent.id;
     child->choice_index = k;
     child->priority = parent.priority;
+    child->adapter = parent.adapter;
     std::copy(logits.begin(), logits.end(), row.begin());
     const SampleResult first = child->SampleNext(row);
     // Share the prompt's KV blocks when the copy can run now; the partly filled last block is copied.

@@ -42,7 +42,9 @@ class Engine {
   // Checks a request as Add does, without queueing it. Reads only the configuration: safe from any thread.
   Status Validate(std::span<const int32_t> prompt, const SamplingParams& params) const;
   // Validates and queues a request; errors name the problem (prompt too long for the context, bad params).
-  Result<RequestId> Add(std::vector<int32_t> prompt, const SamplingParams& params, int32_t priority = 0);
+  // `adapter`: a LoRA adapter loaded for this model (LoadLoraAdapter), nullptr for the base model.
+  Result<RequestId> Add(std::vector<int32_t> prompt, const SamplingParams& params, int32_t priority = 0,
+                        std::shared_ptr<const LoraAdapter> adapter = nullptr);
   void Cancel(RequestId id);
   // Ends one request (not its copies) as if it stopped: a stop string matched in its text.
   void Stop(RequestId id) { scheduler_.Abort(id, FinishReason::kStop, /*with_copies=*/false); }

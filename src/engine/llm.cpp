@@ -18,9 +18,12 @@ LLM::LLM(std::unique_ptr<Model> model, const EngineConfig& config) : model_(std:
 
 Result<std::vector<Completion>> LLM::Generate(const std::vector<std::vector<int32_t>>& prompts,
                                               const std::vector<SamplingParams>& params,
-                                              const std::function<void(const StreamEvent&)>& on_event) {
+                                              const std::function<void(const StreamEvent&)>& on_event,
+                                              const std::vector<std::shared_ptr<const LoraAdapter>>& adapters) {
   if (params.size() != 1 && params.size() != prompts.size())
     return Err("{} sampling parameter sets for {} prompts (give one, or one per prompt)", params.size(), prompts.size());
+  if (adapters.size() > 1 && adapters.size() != prompts.size())
+    return Err("{} adapters for {} prompts (give none, one, or one per prompt)", adapters.size(), prompts.size());
   // Validate everything first so a bad prompt does not leave others half-run.
   for (size_t i = 0; i < prompts.size(); ++i) {
     const SamplingParams& p = params.size() == 1 ? params[0] : params[i];
@@ -29,7 +32,8 @@ Result<std::vector<Completion>> LLM::Generate(const std::vector<std::vector<int3
   }
   std::unordered_map<RequestId, size_t> index;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    auto id = engine_.Add(prompts[i], params.size() == 1 ? params[0] : params[i]);
+    auto id = engine_.Add(prompts[i], params.size() == 1 ? params[0] : params[i], 0,
+                          adapters.empty() ? nullptr : adapters[adapters.size() == 1 ? 0 : i]);
     if (!id.ok()) {
       for (const auto& [queued, _] : index) engine_.Cancel(queued);
       while (engine_.HasUnfinished()) engine_.Step();

@@ -46,11 +46,13 @@ class LLM {
   static Result<std::unique_ptr<LLM>> Load(const std::string& path, const EngineConfig& config);
   LLM(std::unique_ptr<Model> model, const EngineConfig& config);
 
-  // Runs every prompt (one SamplingParams each, or one for all) to completion, batched. Bad input (an empty or
+  // Runs every prompt (one SamplingParams each, or one for all) to completion, batched; `adapters` (empty, one for
+  // all, or one per prompt; nullptr = the base model) are the LoRA adapters the prompts run with. Bad input (an empty or
   // too long prompt, invalid params) fails the whole call before anything runs, naming the prompt.
   Result<std::vector<Completion>> Generate(const std::vector<std::vector<int32_t>>& prompts,
                                            const std::vector<SamplingParams>& params,
-                                           const std::function<void(const StreamEvent&)>& on_event = nullptr);
+                                           const std::function<void(const StreamEvent&)>& on_event = nullptr,
+                                           const std::vector<std::shared_ptr<const LoraAdapter>>& adapters = {});
 
   // With a tokenizer, completions carry text, streamed incrementally, and `stop` strings end requests.
   void SetTokenizer(std::shared_ptr<const Tokenizer> tokenizer) { tokenizer_ = std::move(tokenizer); }

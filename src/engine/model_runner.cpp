@@ -23,7 +23,8 @@ std::vector<float>& ModelRunner::Execute(const SchedulerOutput& out) {
     const int32_t end = s.num_computed_tokens + s.num_new_tokens;
     PARALLM_CHECK(static_cast<int64_t>(table.size()) * bs >= end);
     batch.sequences.push_back(
-        SequenceSlice{static_cast<int32_t>(tokens_.size()), s.num_new_tokens, end, table, r.num_prompt_tokens});
+        SequenceSlice{static_cast<int32_t>(tokens_.size()), s.num_new_tokens, end, table, r.num_prompt_tokens,
+                      r.adapter.get()});
     PARALLM_CHECK(static_cast<size_t>(s.num_draft_tokens) == r.draft_tokens.size());
     for (int32_t p = s.num_computed_tokens; p < end; ++p) {
       // Past the request's tokens come its draft's (speculative decoding).

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -12,6 +13,7 @@
 #include "cache/kv_cache_manager.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
+#include "model/lora.h"
 #include "structured/matcher.h"
 
 namespace parallm {
@@ -34,6 +36,9 @@ struct Request {
   Sampler sampler;
   std::span<const int32_t> eos_tokens;  // empty: none
   int32_t priority = 0;  // lower runs first; FCFS within a priority
+  // The LoRA adapter the request runs with (nullptr: the base model). Held here, so an adapter unloaded or evicted
+  // while requests use it stays alive until they finish.
+  std::shared_ptr<const LoraAdapter> adapter;
   // n > 1: copies 1..n-1 are forked from copy 0 once its prompt is computed; they name it here.
   RequestId parent_id = 0;
   int32_t choice_index = 0;
@@ -74,6 +79,8 @@ struct Request {
   std::span<const int32_t> prompt() const { return std::span<const int32_t>(tokens).first(static_cast<size_t>(num_prompt_tokens)); }
   std::span<const int32_t> output() const { return std::span<const int32_t>(tokens).subspan(static_cast<size_t>(num_prompt_tokens)); }
   bool is_finished() const { return status == RequestStatus::kFinished; }
+  // What the prefix cache hashes the adapter as (0: base model).
+  uint64_t adapter_salt() const { return adapter ? adapter->id : 0; }
 };
 
 }  // namespace parallm

@@ -114,7 +114,7 @@ SchedulerOutput Scheduler::Schedule() {
   while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Request* r = waiting_.front();
-    ComputedBlocks cached = kv_->GetComputedBlocks(std::span<const int32_t>(r->tokens));
+    ComputedBlocks cached = kv_->GetComputedBlocks(std::span<const int32_t>(r->tokens), r->adapter_salt());
     const int32_t start = cached.num_tokens;
     const int32_t num_new = std::min(r->num_tokens() - start, budget);
     if (!kv_->AllocateSlots(r->id, start, num_new, cached)) break;
@@ -182,7 +182,7 @@ std::vector<std::unique_ptr<Request>> Scheduler::Update(const SchedulerOutput& o
     if (r->is_finished()) continue;  // cancelled during the step
     if (results == nullptr) {
       r->num_computed_tokens = s.num_computed_tokens + s.num_new_tokens;
-      kv_->CacheFullBlocks(r->id, std::span<const int32_t>(r->tokens), r->num_computed_tokens);
+      kv_->CacheFullBlocks(r->id, std::span<const int32_t>(r->tokens), r->num_computed_tokens, r->adapter_salt());
       continue;
     }
     // The results are the accepted draft tokens, then the token sampled after them: the K/V of the accepted
@@ -197,11 +197,11 @@ std::vector<std::unique_ptr<Request>> Scheduler::Update(const SchedulerOutput& o
     spec_stats_.num_draft_tokens += s.num_draft_tokens;
     spec_stats_.num_accepted_tokens += accepted;
     if (accepted == 0) {
-      kv_->CacheFullBlocks(r->id, std::span<const int32_t>(r->tokens), r->num_computed_tokens);
+      kv_->CacheFullBlocks(r->id, std::span<const int32_t>(r->tokens), r->num_computed_tokens, r->adapter_salt());
     } else {
       std::vector<int32_t> tokens = r->tokens;  // the blocks' tokens include the accepted draft
       tokens.insert(tokens.end(), r->draft_tokens.begin(), r->draft_tokens.begin() + accepted);
-      kv_->CacheFullBlocks(r->id, tokens, r->num_computed_tokens);
+      kv_->CacheFullBlocks(r->id, tokens, r->num_computed_tokens, r->adapter_salt());
     }
     r->draft_tokens.clear();
     for (const SampleResult& result : *results)

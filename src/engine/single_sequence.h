@@ -18,6 +18,8 @@ class SingleSequence {
   // Appends `tokens` and runs them; returns the logits of the last one, or of every one when all_logits
   // ([tokens.size(), vocab] row-major).
   std::vector<float> Append(std::span<const int32_t> tokens, bool all_logits = false);
+  // Runs the sequence with a LoRA adapter (nullptr: the base model); set before the first Append. Not owned.
+  void SetAdapter(const LoraAdapter* adapter) { adapter_ = adapter; }
   int num_tokens() const { return num_tokens_; }
   int max_tokens() const { return max_tokens_; }
 
@@ -28,6 +30,7 @@ class SingleSequence {
   int num_tokens_ = 0;
   PagedKvStorage kv_;
   std::vector<int32_t> block_table_;
+  const LoraAdapter* adapter_ = nullptr;
 };
 
 }  // namespace parallm

@@ -139,6 +139,9 @@ class Model::Ops final : public LayerOps {
     AddBias(q, lw.q_bias, T_);
     AddBias(k, lw.k_bias, T_);
     AddBias(v, lw.v_bias, T_);
+    Lora(layer, LoraTarget::kQ, in, q);
+    Lora(layer, LoraTarget::kK, in, k);
+    Lora(layer, LoraTarget::kV, in, v);
     if (c_.qk_norm) {
       RmsNorm(q, lw.q_norm.data(), c_.rms_eps, T_ * c_.n_heads, c_.head_dim, q);
       RmsNorm(k, lw.k_norm.data(), c_.rms_eps, T_ * c_.n_kv_heads, c_.head_dim, k);
@@ -161,11 +164,12 @@ class Model::Ops final : public LayerOps {
     }
     m_.Attention(batch_, layer, kv_, pool_);
     MatMul(lw.wo, m_.attn_.data(), T_, out, c_.hidden, pool_);
+    Lora(layer, LoraTarget::kO, m_.attn_.data(), out);
   }
 
   void Mlp(int layer, const float* in, float* out) override {
     const LayerWeights& lw = m_.loaded_.weights.layers[static_cast<size_t>(layer)];
-    GatedMlp(lw.w_gate, lw.w_up, lw.w_down, in, T_, m_.gate_.data(), m_.up_.data(), out, pool_);
+    GatedMlp(lw.w_gate, lw.w_up, lw.w_down, in, T_, m_.gate_.data(), m_.up_.data(), out, pool_, layer);
   }
 
   // Every token of the batch is routed (f32 router), the assignments are grouped by expert, and each active expert
@@ -230,12 +234,18 @@ class Model::Ops final : public LayerOps {
   }
 
  private:
-  // out = down · (act(gate in) * up in) for n rows; gate/up scratch [n, gate.rows]. out may be in.
+  // out = down · (act(gate in) * up in) for n rows; gate/up scratch [n, gate.rows]. out may be in. With
+  // `lora_layer` >= 0 (a dense MLP) the step's LoRA updates of that layer's gate, up and down projections are added;
+  // experts take none (adapters on expert layers are refused when they load).
   void GatedMlp(const MatrixView& w_gate, const MatrixView& w_up, const MatrixView& w_down, const float* in,
-                int64_t n, float* gate, float* up, float* out, ThreadPool* pool) const {
+                int64_t n, float* gate, float* up, float* out, ThreadPool* pool, int lora_layer = -1) {
     const int64_t F = w_gate.rows;
     const MatMulOut gate_up[] = {{&w_gate, gate, F}, {&w_up, up, F}};
     MatMulMulti(gate_up, in, n, pool);
+    if (lora_layer >= 0) {
+      Lora(lora_layer, LoraTarget::kGate, in, gate);
+      Lora(lora_layer, LoraTarget::kUp, in, up);
+    }
     auto act = c_.activation == Activation::kGeluTanh ? GeluTanhMul : SiluMul;
     // Elementwise (each value computed the same way whatever the split): over the pool when it is large
     // (32 tokens x 4864 is ~155K exps per layer, a few percent of a batched step on one thread).
@@ -249,6 +259,12 @@ class Model::Ops final : public LayerOps {
       act(gate, up, n * F, gate);
     }
     MatMul(w_down, gate, n, out, c_.hidden, pool);
+    if (lora_layer >= 0) Lora(lora_layer, LoraTarget::kDown, gate, out);
+  }
+
+  // Adds the LoRA updates of the step's adapters to a projection's output (after the shared base product).
+  void Lora(int layer, LoraTarget target, const float* in, float* out) {
+    if (!m_.lora_.empty()) m_.lora_.Apply(layer, target, in, out, pool_);
   }
 
   static void AddBias(float* x, const std::vector<float>& bias, int64_t n_rows) {
@@ -316,6 +332,10 @@ void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits
       for (int64_t i = 0; i < H; ++i) row[i] *= embed_scale;
   }
 
+  lora_.Build(batch);
+  for (const SequenceSlice& seq : batch.sequences)
+    PARALLM_CHECK_MSG(seq.adapter == nullptr || static_cast<int>(seq.adapter->layers.size()) == c.n_layers,
+                      "a LoRA adapter loaded for another model");
   Ops ops(*this, batch, kv, pool);
   const LayerBlock block = SpecFor(c.arch).block;
   for (int l = 0; l < c.n_layers; ++l) block(ops, w.layers[static_cast<size_t>(l)], l);

@@ -9,6 +9,8 @@
 
 namespace parallm {
 
+struct LoraAdapter;
+
 struct SequenceSlice {
   int32_t token_begin = 0;  // index of the sequence's first token in ForwardBatch::tokens
   int32_t num_tokens = 0;   // new tokens this step (prompt chunk or one decode token)
@@ -17,6 +19,8 @@ struct SequenceSlice {
   // The request's prompt length (0: unknown, taken as context_len). LongRoPE (Phi-3) rotates with its long factors
   // when the prompt or the position passes the original context, as Hugging Face does for one sequence.
   int32_t num_prompt_tokens = 0;
+  // The LoRA adapter this sequence runs with (nullptr: the base model). Must outlive the Forward call.
+  const LoraAdapter* adapter = nullptr;
 };
 
 struct ForwardBatch {

@@ -9,6 +9,7 @@
 #include "model/forward_batch.h"
 #include "model/loader.h"
 #include "model/moe.h"
+#include "model/lora_apply.h"
 #include "util/thread_pool.h"
 
 namespace parallm {
@@ -56,6 +57,7 @@ class Model {
   std::vector<float> router_logits_, moe_x_, moe_y_, moe_gate_, moe_up_, xs_, shared_scale_;
   ExpertRouting routing_;
   std::vector<int32_t> active_experts_;
+  LoraBatch lora_;  // the step's tokens grouped by LoRA adapter (empty when every sequence runs the base model)
   std::vector<std::vector<float>> scores_;  // per thread: attention scratch (scores of a KV head's query heads)
 };
 

@@ -27,7 +27,8 @@ std::variant<ApiRequest, ApiError> ParseCommon(const boost::json::object& o, Api
     if (!m->is_string()) return BadRequest("'model' must be a string", "model");
     r.model = std::string(m->as_string());
     const auto& names = context.model_names;
-    if (!names.empty() && std::find(names.begin(), names.end(), r.model) == names.end())
+    if (!names.empty() && std::find(names.begin(), names.end(), r.model) == names.end() &&
+        !(context.is_adapter && context.is_adapter(r.model)))
       return ApiError{404, fmt::format("The model '{}' does not exist.", r.model), "NotFoundError", "model"};
   }
   if (const boost::json::value* s = o.if_contains("stream"); s && !s->is_null()) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -49,6 +50,8 @@ struct ApiRequest {
 // What parsing needs to know about the server and its model.
 struct ParseContext {
   std::vector<std::string> model_names;  // names the server answers to; a request naming another is a 404
+  // More names it answers to, asked when a request names none of model_names (the LoRA adapters loaded now).
+  std::function<bool(const std::string&)> is_adapter;
   int32_t vocab_size = 0;
   int32_t max_model_len = 0;             // prompt tokens must be fewer (0: unchecked here)
   const ModelText* text = nullptr;       // text prompts and messages need a tokenizer (and chat a template)

@@ -125,6 +125,10 @@ Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_
   } else {
     return Err("'id' must be a string or an integer");
   }
+  if (const boost::json::value* m = o.if_contains("model"); m && !m->is_null()) {
+    if (!m->is_string()) return Err("'model' must be a string");
+    r.model = std::string(m->as_string());
+  }
   const boost::json::value* ids = o.if_contains("prompt_ids");
   const boost::json::value* text = o.if_contains("prompt");
   const boost::json::value* messages = o.if_contains("messages");

@@ -39,10 +39,14 @@ ApiServer::ApiServer(asio::io_context& io, const ApiConfig& config, int parse_th
 ApiServer::~ApiServer() { workers_.join(); }
 
 void ApiServer::SetEngine(std::shared_ptr<AsyncEngine> engine, std::shared_ptr<const ModelText> text,
-                          openai::ToolParser tool_parser, bool auto_tool_choice) {
+                          std::shared_ptr<LoraRegistry> loras, openai::ToolParser tool_parser,
+                          bool auto_tool_choice) {
   engine_ = std::move(engine);
   text_ = std::move(text);
+  loras_ = std::move(loras);
   parse_context_.model_names = {config_.served_model_name};
+  if (loras_ != nullptr)
+    parse_context_.is_adapter = [loras = loras_](const std::string& name) { return loras->Has(name); };
   parse_context_.vocab_size = engine_->model_config().vocab;
   parse_context_.max_model_len = engine_->engine_config().scheduler.max_model_len;
   parse_context_.text = text_.get();
@@ -113,6 +117,10 @@ void ApiServer::Handle(const std::shared_ptr<HttpSession>& session, HttpRequest 
     if (!expect(http::verb::post)) return;
     return HandleGeneration(session, request, path == "/v1/completions" ? Api::kCompletions : Api::kChat, headers);
   }
+  if (path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter") {
+    if (!expect(http::verb::post)) return;
+    return HandleLoraAdapter(session, request, path == "/v1/load_lora_adapter", headers);
+  }
   if (path == "/tokenize") {
     if (!expect(http::verb::post)) return;
     return HandleTokenize(session, request, headers);
@@ -132,7 +140,58 @@ std::string ApiServer::ModelsJson() const {
                             {"root", config_.model_root},
                             {"parent", nullptr}};
   if (ready_) model["max_model_len"] = engine_->engine_config().scheduler.max_model_len;
-  return boost::json::serialize(boost::json::object{{"object", "list"}, {"data", boost::json::array{model}}});
+  boost::json::array data{model};
+  // The adapters, as vLLM lists them: their path as root, the base model as parent.
+  if (ready_ && loras_ != nullptr) {
+    for (const LoraRegistry::Entry& e : loras_->List()) {
+      boost::json::object adapter{{"id", e.name},          {"object", "model"},   {"created", created_},
+                                  {"owned_by", "parallm"}, {"root", e.path},      {"parent", config_.served_model_name}};
+      adapter["max_model_len"] = engine_->engine_config().scheduler.max_model_len;
+      data.push_back(std::move(adapter));
+    }
+  }
+  return boost::json::serialize(boost::json::object{{"object", "list"}, {"data", std::move(data)}});
+}
+
+void ApiServer::HandleLoraAdapter(const std::shared_ptr<HttpSession>& session, const HttpRequest& request, bool load,
+                                  const Headers& headers) {
+  if (!ready_) return ReplyError(*session, Unavailable("The model is loading"), headers);
+  if (loras_ == nullptr)
+    return ReplyError(*session, {400, "this server was started without LoRA support", "invalid_request_error", ""},
+                      headers);
+  // Loading reads the adapter's files: off the io thread.
+  asio::post(workers_, [this, session, body = request.body(), load, headers] {
+    auto work = [&]() -> JsonReply {
+      auto json = openai::ParseJsonObject(body);
+      if (auto* e = std::get_if<ApiError>(&json)) return ErrorReply(*e);
+      const boost::json::object& o = std::get<boost::json::object>(json);
+      const auto* name = o.if_contains("lora_name");
+      if (name == nullptr || !name->is_string() || name->as_string().empty())
+        return ErrorReply({400, "'lora_name' must be a non-empty string", "invalid_request_error", "lora_name"});
+      const std::string lora_name(name->as_string());
+      if (!load) {
+        if (!loras_->Remove(lora_name))
+          return ErrorReply({404, fmt::format("The lora adapter '{}' cannot be found.", lora_name), "NotFoundError",
+                             "lora_name"});
+        return {200, boost::json::serialize(boost::json::string(
+                         fmt::format("Success: LoRA adapter '{}' removed successfully.", lora_name)))};
+      }
+      const auto* path = o.if_contains("lora_path");
+      if (path == nullptr || !path->is_string() || path->as_string().empty())
+        return ErrorReply({400, "'lora_path' must be a non-empty string", "invalid_request_error", "lora_path"});
+      if (lora_name == config_.served_model_name || loras_->Has(lora_name))
+        return ErrorReply({400, fmt::format("The lora adapter '{}' has already been loaded.", lora_name),
+                           "invalid_request_error", "lora_name"});
+      if (Status st = loras_->Add(lora_name, std::string(path->as_string())); !st.ok())
+        return ErrorReply({400, st.message(), "invalid_request_error", "lora_path"});
+      return {200, boost::json::serialize(boost::json::string(
+                       fmt::format("Success: LoRA adapter '{}' added successfully.", lora_name)))};
+    };
+    JsonReply reply = work();
+    asio::post(io_, [session, reply = std::move(reply), headers] {
+      session->Reply(reply.status, "application/json", reply.body, headers);
+    });
+  });
 }
 
 void ApiServer::HandleGeneration(const std::shared_ptr<HttpSession>& session, const HttpRequest& request, Api api,
@@ -143,12 +202,25 @@ void ApiServer::HandleGeneration(const std::shared_ptr<HttpSession>& session, co
   asio::post(workers_, [this, session, body = request.body(), api, headers]() mutable {
     openai::ParsedRequest parsed = api == Api::kChat ? openai::ParseChatRequest(body, parse_context_)
                                                      : openai::ParseCompletionRequest(body, parse_context_);
-    asio::post(io_, [this, session, parsed = std::move(parsed), headers]() mutable {
+    // A `model` naming a LoRA adapter: its weights, loaded again here if they were evicted (off the io thread).
+    std::shared_ptr<const LoraAdapter> adapter;
+    if (auto* r = std::get_if<openai::ApiRequest>(&parsed);
+        r != nullptr && loras_ != nullptr && !r->model.empty() && r->model != config_.served_model_name) {
+      auto acquired = loras_->Acquire(r->model);
+      if (acquired.ok()) {
+        adapter = std::move(*acquired);
+      } else if (!loras_->Has(r->model)) {  // unloaded since the request was parsed
+        parsed = ApiError{404, acquired.status().message(), "NotFoundError", "model"};
+      } else {
+        parsed = ApiError{500, acquired.status().message(), "internal_error", "model"};
+      }
+    }
+    asio::post(io_, [this, session, parsed = std::move(parsed), adapter = std::move(adapter), headers]() mutable {
       if (session->closed()) return;
       if (auto* error = std::get_if<ApiError>(&parsed)) return ReplyError(*session, *error, headers);
       if (shutting_down_) return ReplyError(*session, Unavailable("The server is shutting down"), headers);
       auto call = std::make_shared<GenerationCall>(*this, session, std::move(std::get<openai::ApiRequest>(parsed)),
-                                                   headers);
+                                                   headers, std::move(adapter));
       call->Start();
     });
   });

@@ -13,6 +13,7 @@
 
 #include "chat/model_text.h"
 #include "engine/async_engine.h"
+#include "engine/lora_registry.h"
 #include "openai/api_request.h"
 #include "server/http_session.h"
 
@@ -31,7 +32,9 @@ class ApiServer : public HttpHandler {
   ~ApiServer() override;
 
   // Called once the model is loaded (from any thread): generation endpoints and /health open.
+  // `loras`: the LoRA adapters requests may name as their `model` (nullptr: none, and no adapter endpoints).
   void SetEngine(std::shared_ptr<AsyncEngine> engine, std::shared_ptr<const ModelText> text,
+                 std::shared_ptr<LoraRegistry> loras = nullptr,
                  openai::ToolParser tool_parser = openai::ToolParser::kNone, bool auto_tool_choice = false);
   // Shutting down: /health answers 503, new generation requests 503, connections close after their answer.
   void BeginShutdown() { shutting_down_ = true; }
@@ -56,6 +59,9 @@ class ApiServer : public HttpHandler {
   void HandleDetokenize(const std::shared_ptr<HttpSession>& session, const HttpRequest& request,
                         const Headers& headers);
   std::string ModelsJson() const;
+  // vLLM's POST /v1/load_lora_adapter {"lora_name", "lora_path"} and /v1/unload_lora_adapter {"lora_name"}.
+  void HandleLoraAdapter(const std::shared_ptr<HttpSession>& session, const HttpRequest& request, bool load,
+                         const Headers& headers);
 
   boost::asio::io_context& io_;
   ApiConfig config_;
@@ -65,6 +71,7 @@ class ApiServer : public HttpHandler {
   // Set once by SetEngine (before ready_ becomes true), read after.
   std::shared_ptr<AsyncEngine> engine_;
   std::shared_ptr<const ModelText> text_;
+  std::shared_ptr<LoraRegistry> loras_;
   openai::ParseContext parse_context_;
   std::unique_ptr<structured::GrammarCompiler> grammars_;  // structured outputs; when the model has a tokenizer
   int32_t active_calls_ = 0;

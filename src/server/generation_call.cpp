@@ -16,8 +16,12 @@ std::string NewResponseId(Api api) {
 }
 
 GenerationCall::GenerationCall(ApiServer& server, std::shared_ptr<HttpSession> session, openai::ApiRequest request,
-                               Headers headers)
-    : server_(server), session_(std::move(session)), request_(std::move(request)), headers_(std::move(headers)) {
+                               Headers headers, std::shared_ptr<const LoraAdapter> adapter)
+    : server_(server),
+      session_(std::move(session)),
+      request_(std::move(request)),
+      adapter_(std::move(adapter)),
+      headers_(std::move(headers)) {
   meta_.api = request_.api;
   meta_.id = NewResponseId(request_.api);
   meta_.created = std::chrono::duration_cast<std::chrono::seconds>(
@@ -45,7 +49,7 @@ void GenerationCall::Start() {
   AsyncEngine& engine = server_.engine();
   // Everything the engine would refuse is refused before anything is submitted.
   for (const auto& prompt : request_.prompts) {
-    GenerationRequest g{prompt, request_.params, 0};
+    GenerationRequest g{prompt, request_.params, 0, adapter_};
     if (Status st = engine.Validate(g); !st.ok()) {
       const std::string param = openai::ParamOfMessage(st.message());
       return ReplyError(*session_, {400, st.message(), "invalid_request_error",
@@ -64,7 +68,7 @@ void GenerationCall::Start() {
         if (auto call = weak.lock()) call->OnUpdate(p, std::move(update));
       });
     };
-    Submission s = engine.Submit(GenerationRequest{request_.prompts[p], request_.params, 0}, std::move(sink));
+    Submission s = engine.Submit(GenerationRequest{request_.prompts[p], request_.params, 0, adapter_}, std::move(sink));
     if (s.admission != Admission::kAccepted) {
       CancelAll();
       finished_ = true;

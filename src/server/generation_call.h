@@ -20,9 +20,10 @@ class ApiServer;
 
 class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
  public:
-  // `headers` go on the response (x-request-id).
+  // `headers` go on the response (x-request-id); `adapter`: the LoRA adapter the request's `model` named (nullptr:
+  // the base model).
   GenerationCall(ApiServer& server, std::shared_ptr<HttpSession> session, openai::ApiRequest request,
-                 Headers headers);
+                 Headers headers, std::shared_ptr<const LoraAdapter> adapter = nullptr);
   // Validates and submits every prompt; answers at once when the engine refuses (400, 429, 503).
   void Start();
 
@@ -50,6 +51,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   ApiServer& server_;
   std::shared_ptr<HttpSession> session_;
   openai::ApiRequest request_;
+  std::shared_ptr<const LoraAdapter> adapter_;
   Headers headers_;
   openai::ResponseMeta meta_;
   std::vector<uint64_t> ids_;          // engine submission per prompt

@@ -11,6 +11,7 @@
 
 #include "chat/model_text.h"
 #include "engine/async_engine.h"
+#include "engine/lora_registry.h"
 #include "openai/tool_parser.h"
 #include "server/http_session.h"
 
@@ -22,6 +23,7 @@ struct ServedModel {
   std::shared_ptr<const ModelText> text;
   openai::ToolParser tool_parser = openai::ToolParser::kNone;  // finds tool calls in answers (none: not offered)
   bool auto_tool_choice = false;                               // tool_choice "auto" is parsed (vLLM's flag)
+  std::shared_ptr<LoraRegistry> loras;  // LoRA adapters requests may name (nullptr: none)
 };
 
 // Builds the ServedModel; called once, on the server's loader thread, so the port answers while it runs. An error

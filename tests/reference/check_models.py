@@ -57,6 +57,14 @@ instead of top-k, Qwen2-MoE's shared expert dropped. parallm's router runs in f3
 keeps ffn_gate_inp in f32 as llama.cpp does, the MLX writer gives it 8 bits as mlx-lm does, and the loader widens
 it); a token whose k-th and (k+1)-th probabilities were within rounding of each other could pick a different
 expert than the float64 reference; the fixed seed has none (the cases would fail by O(1) if it did).
+LORA (labels ARCH-lora-FORMAT-rRANK-TARGETS): a random adapter written by `make-model --lora
+FORMAT` (mlx, peft with rsLoRA, gguf; ranks 4 and 8; attention-only and attention + MLP targets;
+the last layer only for one mlx case) on float bases; parallm's `logits --adapter-path` against
+the reference with the adapter read by lora_np.py (each format's own conventions) and added to the
+weights in float64. The update is a few more f32 products per projection: FLOAT_TOL. Each case
+also proves that the adapter moves the reference's logits beyond the float bound. llama-lora-fuse:
+`convert --adapter` (fused to an F32 folder and to Q8_0 GGUF) equals the runtime adapter within
+FLOAT_TOL and QUANT_TOL.
 QUANT_TOL holds for these families too: fake_parallm.py's int8 rounding (4 archs x Q8_0 / Q4_K /
 MLX 4-bit x 5 seeds, gemma3 with 6 layers) reaches at most 0.57 of the max and 0.60 of the rms bound,
 argmax >= 10/12.
@@ -76,6 +84,7 @@ sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import forward  # noqa: E402
 import moe  # noqa: E402
+import lora_np  # noqa: E402
 
 ARCHS = ["llama", "mistral", "qwen2", "qwen3"]
 FAMILY_ARCHS = ["gemma", "gemma2", "gemma3", "phi3"]
@@ -205,9 +214,9 @@ class Runner:
                  *storage.flags, "--seed", str(self.seed), *extra, "-o", out)
         return out
 
-    def logits(self, model_path):
-        npy = (model_path[:-5] if model_path.endswith(".gguf") else model_path) + ".parallm.npy"
-        self.run("logits", "-m", model_path, "--prompt-ids", ",".join(map(str, PROMPT_IDS)), "-o", npy)
+    def logits(self, model_path, extra=(), tag=""):
+        npy = (model_path[:-5] if model_path.endswith(".gguf") else model_path) + tag + ".parallm.npy"
+        self.run("logits", "-m", model_path, "--prompt-ids", ",".join(map(str, PROMPT_IDS)), "-o", npy, *extra)
         return np.load(npy)
 
     def report(self, arch, what, cmp=None, error=None, note="", passed=None):
@@ -465,6 +474,81 @@ def check_field_errors(r, wanted):
                  passed=f"both refuse; parallm: {msg[-100:]!r} ")
 
 
+# LoRA adapters (label ARCH-lora-FORMAT-...): (arch, base storage, adapter format, rank, targets,
+# extra make-model flags). Two ranks, attention-only and attention + MLP target sets, every format,
+# on a llama GGUF base (interleaved q/k rows: the PEFT/mlx adapters' rows must be re-paired) and HF
+# bases; qwen3 adds q/k norms after the adapted projections.
+LORA_CASES = [
+    ("llama", "gguf-f32", "peft", 4, "q,k,v,o", ()),
+    ("llama", "hf-f32", "mlx", 8, "q,k,v,o,gate,up,down", ("--lora-layers", "1")),
+    ("llama", "gguf-f32", "gguf", 8, "q,v,gate,up,down", ()),
+    ("llama", "hf-f32", "gguf", 4, "q,k,v,o", ()),
+    ("qwen2", "hf-f32", "peft", 8, "q,k,v,o,gate,up,down", ("--rslora",)),
+    ("qwen3", "gguf-f32", "mlx", 4, "k,o,down", ()),
+]
+
+
+def check_lora(r, wanted):
+    """parallm's logits with --adapter-path against the reference with the adapter added to the
+    weights (lora_np.py); each case first proves the adapter moves the logits beyond the bound."""
+    for i, (arch, storage_name, fmt, rank, targets, flags) in enumerate(LORA_CASES):
+        label = f"{arch}-lora-{fmt}-r{rank}-{targets.replace(',', '')}"
+        if not wanted(label):
+            continue
+        s = BY_NAME[storage_name]
+        what = f"{storage_name}+lora-{fmt}-r{rank} {targets}"
+        try:
+            base = r.make(arch, s, "+lora", ARCH_FLAGS.get(arch, ()))
+            adapter = os.path.join(r.workdir, f"{arch}-adapter{i}-{fmt}" + (".gguf" if fmt == "gguf" else ""))
+            if os.path.isdir(adapter):
+                shutil.rmtree(adapter)
+            r.run("make-model", "--arch", arch, "--preset", "tiny", *ARCH_FLAGS.get(arch, ()), "--seed",
+                  str(r.seed + 100 + i), "--lora", fmt, "--lora-rank", str(rank), "--lora-targets", targets,
+                  *flags, "-o", adapter)
+            got = r.logits(base, ("--adapter-path", adapter), f"+adapter{i}")
+            plain = forward.forward(forward.load_model(base), PROMPT_IDS)
+            ref = forward.forward(lora_np.apply_adapter(forward.load_model(base), adapter), PROMPT_IDS)
+        except Exception as e:  # noqa: BLE001
+            r.report(arch, what, error=f"error: {e}")
+            continue
+        r.report(arch, what, compare(ref, got, s.tol))
+        cmp = compare(ref, plain, SENSITIVITY_TOL)
+        r.report(arch, f"lora-{fmt}-r{rank} vs base", dataclasses.replace(cmp, ok=not cmp.ok),
+                 note="(must move the logits beyond tol) ")
+
+
+def check_lora_fuse(r, wanted):
+    """`parallm convert --adapter` (mlx_lm.fuse) equals the adapter applied at run time: to the float
+    bound when the fused model is F32, to the quantized bound when it is written as Q8_0 (the fused
+    weights' own rounding)."""
+    arch = "llama"
+    if not wanted(f"{arch}-lora-fuse"):
+        return
+    try:
+        base = r.make(arch, BY_NAME["gguf-f32"], "+fusebase")  # a GGUF carries the vocabulary convert needs
+        adapter = os.path.join(r.workdir, f"{arch}-fuse-adapter")
+        if os.path.isdir(adapter):
+            shutil.rmtree(adapter)
+        r.run("make-model", "--arch", arch, "--preset", "tiny", "--seed", str(r.seed + 200), "--lora", "peft",
+              "--lora-rank", "8", "--lora-targets", "q,k,v,o,gate,up,down", "-o", adapter)
+        runtime = r.logits(base, ("--adapter-path", adapter), "+fuseadapter")
+    except Exception as e:  # noqa: BLE001
+        r.report(arch, "lora fuse", error=f"error: {e}")
+        return
+    for to, dtype, tol in (("hf", "f32", FLOAT_TOL), ("gguf", "q8_0", QUANT_TOL)):
+        what = f"fused {to}-{dtype} = runtime"
+        try:
+            out = os.path.join(r.workdir, f"{arch}-fused-{dtype}" + (".gguf" if to == "gguf" else ""))
+            if os.path.isdir(out):
+                shutil.rmtree(out)
+            r.run("convert", base, "--adapter", adapter, "--to", to, "--dtype", dtype, "-o", out)
+            fused = r.logits(out)
+        except Exception as e:  # noqa: BLE001
+            r.report(arch, what, error=f"error: {e}")
+            continue
+        r.report(arch, what, compare(runtime, fused, tol))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--parallm", required=True, help="parallm binary (or fake_parallm.py)")
@@ -472,7 +556,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--only", default="",
                     help="comma-separated substrings of case labels ARCH-STORAGE, ARCH-same, llama-rope, "
-                         "ARCH-TRAP (gemma2-window5, gemma2-softcap, phi3-longrope8, ...), ARCH-errors")
+                         "ARCH-TRAP (gemma2-window5, gemma2-softcap, phi3-longrope8, ...), ARCH-errors, "
+                         "ARCH-lora")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     parallm = os.path.abspath(args.parallm)
@@ -505,6 +590,8 @@ def main(argv=None):
     check_traps(r, wanted)
     check_gemma3_linear(r, wanted)
     check_field_errors(r, wanted)
+    check_lora(r, wanted)
+    check_lora_fuse(r, wanted)
     print(f"{'FAILED' if r.failures else 'OK'}: {r.failures} failing case(s), "
           f"{time.time() - start:.1f}s", flush=True)
     return 1 if r.failures else 0

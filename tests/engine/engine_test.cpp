@@ -245,7 +245,9 @@ TEST(Engine, SharedSystemPromptIsComputedOnce) {
       got.push_back((*b)[i].ids());
       EXPECT_EQ((*a)[i].cached_tokens, 0);
       saved += (*b)[i].cached_tokens;
-      if (round == 1) EXPECT_EQ((*b)[i].cached_tokens, 272) << i;  // 17 full blocks of the 286-token prefix
+      if (round == 1) {
+        EXPECT_EQ((*b)[i].cached_tokens, 272) << i;  // 17 full blocks of the 286-token prefix
+      }
     }
   }
   EXPECT_EQ(got, expected);

@@ -85,6 +85,9 @@ class Builder {
     const std::string& p = adapter_->path;
     if (layer < 0 || layer >= c_.n_layers)
       return Err("{}: tensor {} is for layer {}, but the base model has {} layers", p, tensor, layer, c_.n_layers);
+    if ((t == LoraTarget::kGate || t == LoraTarget::kUp || t == LoraTarget::kDown) && c_.LayerIsMoe(layer))
+      return Err("{}: {}: layer {} of the base model is a mixture-of-experts layer; adapters on its experts are not "
+                 "supported (attention targets are)", p, tensor, layer);
     auto [in, out] = LoraTargetShape(c_, t);
     if (a_shape.size() != 2 || b_shape.size() != 2 || a_shape[0] != b_shape[1] || a_shape[0] <= 0)
       return Err("{}: {}: A {} and B {} are not [rank, in] and [out, rank] of one rank", p, tensor,

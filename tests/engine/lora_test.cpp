@@ -136,6 +136,13 @@ TEST(Lora, UnfitAdaptersAreClearErrors) {
   // A GGUF adapter for another architecture.
   ExpectError(WriteAdapter(TinyConfig(Arch::kQwen2), LoraFormat::kGguf, spec, "qwen-gguf"), c, "architecture");
   ExpectError(testing::ScratchDir("lora-empty"), c, "no adapters.safetensors");
+  // MLP targets on a mixture-of-experts base: its experts take no updates, so the adapter is refused, not ignored;
+  // attention targets load.
+  const ModelConfig moe = TinyConfig(Arch::kQwen3Moe);
+  RandomLoraSpec mlp = spec;
+  mlp.targets = {T::kQ, T::kUp};
+  ExpectError(WriteAdapter(moe, LoraFormat::kPeft, mlp, "moe-mlp"), moe, "mixture-of-experts");
+  EXPECT_TRUE(LoadLoraAdapter(WriteAdapter(moe, LoraFormat::kPeft, spec, "moe-attn"), moe).ok());
 }
 
 EngineConfig SmallConfig() {

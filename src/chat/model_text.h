@@ -28,7 +28,10 @@ class ModelText {
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
   bool has_chat_template() const { return chat_template_.has_value(); }
   // The chat template's Jinja text ("" without one): what --tool-call-parser is detected from.
-  std::string_view chat_template_source() const { return chat_template_ ? chat_template_->source() : ""; }
+  std::string_view chat_template_source() const {
+    // Both branches a string_view: a ternary of `const std::string&` and "" would copy into a temporary string.
+    return chat_template_ ? std::string_view(chat_template_->source()) : std::string_view();
+  }
   // Replaces the model's chat template (or gives one to a model without): `source` is Jinja text, `label` names it
   // in errors (e.g. the file it came from). A syntax error leaves the old template in place.
   Status SetChatTemplate(const std::string& source, const std::string& label);

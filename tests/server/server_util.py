@@ -78,9 +78,9 @@ class Server:
         status, headers, data = self.request("POST", path, body, **kw)
         return status, json.loads(data) if data else None
 
-    def stream(self, path, body, conn=None):
+    def stream(self, path, body, conn=None, timeout=20):
         """A streaming request: (status, list of parsed chunks, saw_done). Uses http.client's de-chunking."""
-        c = conn or self.conn()
+        c = conn or self.conn(timeout)
         c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
         r = c.getresponse()
         if r.status != 200:

@@ -120,7 +120,12 @@ std::vector<RequestOutput> Engine::Step() {
   const SchedulerOutput out = scheduler_.Schedule();
   std::vector<std::vector<SampleResult>> sampled;
   std::vector<RequestOutput> outputs;
-  std::vector<std::pair<Request*, int32_t>> appended;  // (sampling request, its token count before Update)
+  struct Gain {
+    const Request* request;
+    int32_t tokens_before;  // its token count before Update
+    size_t output;          // its entry in `outputs`
+  };
+  std::vector<Gain> gains;  // one per sampling request
   if (!out.empty()) {
     std::vector<float>& logits = runner_.Execute(out);
     const size_t vocab = static_cast<size_t>(model_.config().vocab);
@@ -149,24 +154,23 @@ std::vector<RequestOutput> Engine::Step() {
       sampled[static_cast<size_t>(i)] = SampleWithDraft(*s.request, rows, s.num_draft_tokens);
     });
     for (size_t i = 0; i < sampling.size(); ++i) {
-      Request& r = *sampling[i]->request;
+      const Request& r = *sampling[i]->request;
       RequestOutput o{r.id, r.parent_id, r.choice_index, {}, {}, false, nullptr};
       for (const SampleResult& result : sampled[i]) o.new_tokens.push_back(result.token);
       if (r.params.logprobs >= 0) o.new_samples = sampled[i];
+      gains.push_back({&r, r.num_tokens(), outputs.size()});
       outputs.push_back(std::move(o));
-      appended.emplace_back(&r, r.num_tokens());
       if (!fork_rows[i].empty()) ForkCopies(*sampling[i], fork_rows[i], &outputs);
     }
   }
   std::vector<std::unique_ptr<Request>> finished = scheduler_.Update(out, sampled);
   // The output is what the requests gained: a stop token is not part of it (OpenAI and vLLM leave it out), nor
   // are tokens sampled after it in the same step. Requests that finished are still alive in `finished`.
-  for (size_t i = 0; i < appended.size(); ++i) {
-    const auto [r, before] = appended[i];
-    auto it = std::find_if(outputs.begin(), outputs.end(), [&](const RequestOutput& o) { return o.id == r->id; });
-    const size_t gained = static_cast<size_t>(std::max(0, r->num_tokens() - before));
-    it->new_tokens.resize(std::min(it->new_tokens.size(), gained));
-    it->new_samples.resize(std::min(it->new_samples.size(), gained));
+  for (const Gain& g : gains) {
+    RequestOutput& o = outputs[g.output];
+    const size_t gained = static_cast<size_t>(std::max(0, g.request->num_tokens() - g.tokens_before));
+    o.new_tokens.resize(std::min(o.new_tokens.size(), gained));
+    o.new_samples.resize(std::min(o.new_samples.size(), gained));
   }
   for (auto& r : finished) {
     auto it = std::find_if(outputs.begin(), outputs.end(), [&](const RequestOutput& o) { return o.id == r->id; });

@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 namespace parallm {
@@ -32,17 +34,22 @@ class PagedKvStorage {
   void CopyBlock(int32_t src, int32_t dst);
 
   // Slot `slot` (= block * block_size + offset) of `layer`: n_kv_heads x head_dim contiguous f32.
-  float* Key(int layer, int64_t slot) { return k_[static_cast<size_t>(layer)].data() + slot * slot_floats_; }
-  float* Value(int layer, int64_t slot) { return v_[static_cast<size_t>(layer)].data() + slot * slot_floats_; }
-  const float* Key(int layer, int64_t slot) const { return k_[static_cast<size_t>(layer)].data() + slot * slot_floats_; }
+  float* Key(int layer, int64_t slot) { return k_[static_cast<size_t>(layer)].get() + slot * slot_floats_; }
+  float* Value(int layer, int64_t slot) { return v_[static_cast<size_t>(layer)].get() + slot * slot_floats_; }
+  const float* Key(int layer, int64_t slot) const { return k_[static_cast<size_t>(layer)].get() + slot * slot_floats_; }
   const float* Value(int layer, int64_t slot) const {
-    return v_[static_cast<size_t>(layer)].data() + slot * slot_floats_;
+    return v_[static_cast<size_t>(layer)].get() + slot * slot_floats_;
   }
 
  private:
+  struct FreeDeleter {
+    void operator()(float* p) const { std::free(p); }
+  };
+  using LayerBuffer = std::unique_ptr<float[], FreeDeleter>;
+
   KvStorageShape shape_;
   int64_t slot_floats_ = 0;
-  std::vector<std::vector<float>> k_, v_;  // per layer: [num_blocks * block_size, n_kv_heads, head_dim]
+  std::vector<LayerBuffer> k_, v_;  // per layer: [num_blocks * block_size, n_kv_heads, head_dim]
 };
 
 }  // namespace parallm

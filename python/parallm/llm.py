@@ -76,6 +76,8 @@ class LLM:
         speculative_config: speculative decoding as vLLM takes it, e.g. ``{"method": "ngram",
             "num_speculative_tokens": 4, "prompt_lookup_max": 3}``: prompt-lookup drafts verified in the
             request's next step; outputs are the same as without it.
+        kv_cache_dtype: how the KV cache stores keys and values, as vLLM's option: ``"auto"`` (f32, exact),
+            ``"bf16"`` (half the memory per token) or ``"int8"`` (a quarter, one scale per token and head).
 
     Raises FileNotFoundError for a path that does not exist, RuntimeError for a model or tokenizer that cannot
     be read (with the loader's message), ValueError for an option out of range.
@@ -91,7 +93,7 @@ class LLM:
                  kv_cache_gb: float = 2.0, num_kv_blocks: Optional[int] = None, block_size: int = 16,
                  max_num_batched_tokens: int = 512, max_model_len: Optional[int] = None,
                  enable_prefix_caching: bool = True, threads: Optional[int] = None,
-                 speculative_config: Optional[Dict[str, Any]] = None) -> None:
+                 speculative_config: Optional[Dict[str, Any]] = None, kv_cache_dtype: str = "auto") -> None:
         if not isinstance(model, str):
             model = str(model)  # pathlib.Path
         self._engine = _parallm.Engine(
@@ -99,7 +101,8 @@ class LLM:
             max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len or 0,
             kv_cache_gb=kv_cache_gb, num_kv_blocks=num_kv_blocks or 0, block_size=block_size,
             enable_prefix_caching=enable_prefix_caching, threads=threads or 0,
-            speculative_config="" if speculative_config is None else json.dumps(speculative_config))
+            speculative_config="" if speculative_config is None else json.dumps(speculative_config),
+            kv_cache_dtype=kv_cache_dtype)
         self._tokenizer = Tokenizer(self._engine.tokenizer)
         self._request_ids = itertools.count()
 

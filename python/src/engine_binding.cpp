@@ -33,6 +33,7 @@ struct EngineOptions {
   bool enable_prefix_caching = true;
   int threads = 0;        // 0: all cores
   std::string speculative_config;  // vLLM's speculative config as JSON; empty: none
+  std::string kv_cache_dtype = "auto";
 };
 
 // Options the engine would abort on are refused here, naming the option.
@@ -47,6 +48,8 @@ void CheckOptions(const EngineOptions& o) {
   if (o.num_kv_blocks == 0 && !(o.kv_cache_gb > 0)) fail(fmt::format("kv_cache_gb must be > 0, got {}", o.kv_cache_gb));
   if (o.block_size < 1) fail(fmt::format("block_size must be >= 1, got {}", o.block_size));
   if (o.threads < 0) fail(fmt::format("threads must be >= 0, got {}", o.threads));
+  if (!ParseKvDtype(o.kv_cache_dtype))
+    fail(fmt::format("kv_cache_dtype must be 'auto', 'bf16' or 'int8', got '{}'", o.kv_cache_dtype));
 }
 
 void CheckPath(const std::string& path, const char* what) {
@@ -61,7 +64,8 @@ int32_t DefaultKvBlocks(const Model& model, const EngineOptions& o) {
   const int32_t max_len = std::min(o.max_model_len > 0 ? o.max_model_len : SchedulerConfig{}.max_model_len,
                                    model.config().context_length);
   const int64_t per_request = (max_len + o.block_size - 1) / o.block_size;
-  const double per_block = static_cast<double>(PagedKvStorage::BytesPerBlock(model.KvShape(1, o.block_size)));
+  const double per_block =
+      static_cast<double>(PagedKvStorage::BytesPerBlock(model.KvShape(1, o.block_size, *ParseKvDtype(o.kv_cache_dtype))));
   const int64_t by_budget = std::max<int64_t>(1, static_cast<int64_t>(o.kv_cache_gb * (1ull << 30) / per_block));
   return static_cast<int32_t>(std::min<int64_t>(by_budget, per_request * o.max_num_seqs));
 }
@@ -88,6 +92,7 @@ class PyEngine {
     config.kv_cache_gb = o.kv_cache_gb;
     config.num_kv_blocks = o.num_kv_blocks > 0 ? o.num_kv_blocks : DefaultKvBlocks(**model, o);
     config.block_size = o.block_size;
+    config.kv_cache_dtype = *ParseKvDtype(o.kv_cache_dtype);
     config.enable_prefix_caching = o.enable_prefix_caching;
     config.threads = o.threads;
     config.scheduler.max_num_seqs = o.max_num_seqs;
@@ -194,17 +199,18 @@ void BindEngine(py::module_& m) {
   py::class_<PyEngine>(m, "Engine", "A model and its tokenizer, run by the continuous-batching engine on its own thread.")
       .def(py::init([](std::string model, std::string tokenizer, int max_num_seqs, int max_num_batched_tokens,
                        int max_model_len, double kv_cache_gb, int num_kv_blocks, int block_size,
-                       bool enable_prefix_caching, int threads, std::string speculative_config) {
+                       bool enable_prefix_caching, int threads, std::string speculative_config,
+                       std::string kv_cache_dtype) {
              EngineOptions o{std::move(model), std::move(tokenizer), max_num_seqs, max_num_batched_tokens,
                              max_model_len, kv_cache_gb, num_kv_blocks, block_size, enable_prefix_caching, threads,
-                             std::move(speculative_config)};
+                             std::move(speculative_config), std::move(kv_cache_dtype)};
              py::gil_scoped_release release;  // loading maps and repacks the weights: seconds for a real model
              return std::make_unique<PyEngine>(o);
            }),
            py::arg("model"), py::arg("tokenizer") = "", py::arg("max_num_seqs") = 64,
            py::arg("max_num_batched_tokens") = 512, py::arg("max_model_len") = 0, py::arg("kv_cache_gb") = 2.0,
            py::arg("num_kv_blocks") = 0, py::arg("block_size") = 16, py::arg("enable_prefix_caching") = true,
-           py::arg("threads") = 0, py::arg("speculative_config") = "")
+           py::arg("threads") = 0, py::arg("speculative_config") = "", py::arg("kv_cache_dtype") = "auto")
       .def("validate", &PyEngine::Validate, py::arg("prompt"), py::arg("params"),
            "Raises ValueError if the engine would refuse this request.")
       .def("submit", &PyEngine::Submit, py::arg("collector"), py::arg("tag"), py::arg("prompt"), py::arg("params"),

@@ -1,42 +1,87 @@
-// PagedKvStorage: f32 keys and values per layer, slot-major.
+// PagedKvStorage: keys and values per layer, slot-major, in the storage's element type.
 #include "cache/kv_storage.h"
 
-#include <algorithm>
+#include <cstring>
 #include <new>
 
 #include "util/check.h"
 
 namespace parallm {
+namespace {
+
+// calloc, not std::vector(n): a large calloc maps zero pages that the OS fills in as blocks are first written,
+// where a vector writes every byte up front. With the default 2 GiB cache that was most of a small model's start-up
+// (seconds of page faults, tens under load), and RSS now shows the KV memory in use.
+void* ZeroedBytes(size_t bytes) {
+  void* p = std::calloc(bytes, 1);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+}  // namespace
 
 PagedKvStorage::PagedKvStorage(const KvStorageShape& shape) : shape_(shape) {
   PARALLM_CHECK(shape.n_layers > 0 && shape.n_kv_heads > 0 && shape.head_dim > 0);
   PARALLM_CHECK(shape.block_size > 0 && shape.num_blocks > 0);
-  slot_floats_ = static_cast<int64_t>(shape.n_kv_heads) * shape.head_dim;
-  size_t floats = static_cast<size_t>(num_slots() * slot_floats_);
-  // calloc, not std::vector<float>(floats): a large calloc maps zero pages that the OS fills in as blocks are
-  // first written, where a vector writes every byte up front. With the default 2 GiB cache that was most of a
-  // small model's start-up (seconds of page faults, tens under load), and RSS now shows the KV memory in use.
-  for (int l = 0; l < shape.n_layers; ++l) {
-    for (auto* buffers : {&k_, &v_}) {
-      buffers->emplace_back(static_cast<float*>(std::calloc(floats, sizeof(float))));
-      if (!buffers->back()) throw std::bad_alloc();
+  slot_elements_ = static_cast<int64_t>(shape.n_kv_heads) * shape.head_dim;
+  slot_bytes_ = static_cast<size_t>(slot_elements_) * KvElementBytes(shape.dtype);
+  const size_t slots = static_cast<size_t>(num_slots());
+  const size_t scale_bytes = slots * static_cast<size_t>(shape.n_kv_heads) * KvScaleBytes(shape.dtype);
+  layers_.resize(static_cast<size_t>(shape.n_layers));
+  for (Layer& l : layers_) {
+    l.keys.reset(ZeroedBytes(slots * slot_bytes_));
+    l.values.reset(ZeroedBytes(slots * slot_bytes_));
+    if (scale_bytes > 0) {
+      l.key_scales.reset(ZeroedBytes(scale_bytes));
+      l.value_scales.reset(ZeroedBytes(scale_bytes));
     }
   }
 }
 
+void PagedKvStorage::Write(int layer, int64_t slot, const float* keys, const float* values) {
+  PARALLM_DCHECK(layer >= 0 && layer < shape_.n_layers && slot >= 0 && slot < num_slots());
+  const Layer& l = layers_[static_cast<size_t>(layer)];
+  const int D = shape_.head_dim;
+  const size_t head_bytes = static_cast<size_t>(D) * KvElementBytes(shape_.dtype);
+  const bool scaled = l.key_scales != nullptr;
+  for (int h = 0; h < shape_.n_kv_heads; ++h) {
+    EncodeKvRow(shape_.dtype, keys + h * D, D, Row(l.keys, slot) + h * head_bytes,
+                scaled ? Scales(l.key_scales, slot) + h : nullptr);
+    EncodeKvRow(shape_.dtype, values + h * D, D, Row(l.values, slot) + h * head_bytes,
+                scaled ? Scales(l.value_scales, slot) + h : nullptr);
+  }
+}
+
+PagedKvView PagedKvStorage::View(int layer) const {
+  const Layer& l = layers_[static_cast<size_t>(layer)];
+  return PagedKvView{l.keys.get(),
+                     l.values.get(),
+                     slot_elements_,
+                     shape_.block_size,
+                     shape_.dtype,
+                     static_cast<const float*>(l.key_scales.get()),
+                     static_cast<const float*>(l.value_scales.get())};
+}
+
 void PagedKvStorage::CopyBlock(int32_t src, int32_t dst) {
   PARALLM_CHECK(src >= 0 && src < shape_.num_blocks && dst >= 0 && dst < shape_.num_blocks);
-  const int64_t n = slot_floats_ * shape_.block_size;
-  for (int l = 0; l < shape_.n_layers; ++l) {
-    std::copy_n(Key(l, static_cast<int64_t>(src) * shape_.block_size), n, Key(l, static_cast<int64_t>(dst) * shape_.block_size));
-    std::copy_n(Value(l, static_cast<int64_t>(src) * shape_.block_size), n,
-                Value(l, static_cast<int64_t>(dst) * shape_.block_size));
+  const int64_t from = static_cast<int64_t>(src) * shape_.block_size, to = static_cast<int64_t>(dst) * shape_.block_size;
+  const size_t bytes = slot_bytes_ * static_cast<size_t>(shape_.block_size);
+  const size_t scale_bytes = static_cast<size_t>(shape_.block_size * shape_.n_kv_heads) * KvScaleBytes(shape_.dtype);
+  for (const Layer& l : layers_) {
+    std::memcpy(Row(l.keys, to), Row(l.keys, from), bytes);
+    std::memcpy(Row(l.values, to), Row(l.values, from), bytes);
+    if (scale_bytes > 0) {
+      std::memcpy(Scales(l.key_scales, to), Scales(l.key_scales, from), scale_bytes);
+      std::memcpy(Scales(l.value_scales, to), Scales(l.value_scales, from), scale_bytes);
+    }
   }
 }
 
 size_t PagedKvStorage::BytesPerBlock(const KvStorageShape& s) {
-  return 2 * sizeof(float) * static_cast<size_t>(s.n_layers) * static_cast<size_t>(s.block_size) *
-         static_cast<size_t>(s.n_kv_heads) * static_cast<size_t>(s.head_dim);
+  const size_t per_head = static_cast<size_t>(s.head_dim) * KvElementBytes(s.dtype) + KvScaleBytes(s.dtype);
+  return 2 * static_cast<size_t>(s.n_layers) * static_cast<size_t>(s.block_size) * static_cast<size_t>(s.n_kv_heads) *
+         per_head;
 }
 
 }  // namespace parallm

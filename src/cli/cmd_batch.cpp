@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/kv_cache_dtype_option.h"
 #include "cli/speculative_option.h"
 #include "engine/llm.h"
 #include "engine/lora_registry.h"
@@ -30,6 +31,7 @@ struct BatchOptions {
   int max_model_len = 0;  // 0: the file's context (up to the engine's default)
   int threads = 0;
   double kv_cache_gb = 2.0;
+  KvDtype kv_cache_dtype = KvDtype::kF32;
   int num_kv_blocks = 0;
   int block_size = 16;
   int max_num_seqs = 64;
@@ -58,6 +60,7 @@ std::set<std::string> DoneIds(const std::string& path) {
 int Run(const BatchOptions& o) {
   EngineConfig config;
   config.kv_cache_gb = o.kv_cache_gb;
+  config.kv_cache_dtype = o.kv_cache_dtype;
   config.num_kv_blocks = o.num_kv_blocks;
   config.block_size = o.block_size;
   config.threads = o.threads;
@@ -257,6 +260,7 @@ void AddBatchCommand(CLI::App& app) {
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "Requests running at once")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step")->capture_default_str();
   AddSpeculativeOption(cmd, &o->speculative);
+  AddKvCacheDtypeOption(cmd, &o->kv_cache_dtype);
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Do not share KV blocks between requests with a common prefix");
   cmd->callback([o] { ExitOnError(Run(*o)); });
 }

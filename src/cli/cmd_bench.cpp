@@ -1,8 +1,10 @@
 // `parallm bench`: offline throughput (the default), `bench batching` (1 vs N concurrent requests and a sweep),
-// `bench prefix-cache` (the seed's HIT/MISS table) and `bench paged-cache` (a shared system prompt with and
+// `bench speculative` (prompt lookup on vs off), `bench kv-cache-dtype` (f32, bf16 and int8 caches: memory, fidelity,
+// speed), `bench prefix-cache` (the seed's HIT/MISS table) and `bench paged-cache` (a shared system prompt with and
 // without prefix sharing), `bench detok` (streaming detokenization) and `bench tokenize` (Encode MB/s, long inputs,
 // tokenizers.js side by side), and `bench serve` (an online load client for any OpenAI-compatible server).
 // Every command prints a table and can write JSON (--output); batching and serve can draw an SVG (--chart).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,7 +24,9 @@
 #include "chat/model_text.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/kv_cache_dtype_option.h"
 #include "cli/speculative_option.h"
+#include "engine/single_sequence.h"
 #include "model/lora_writer.h"
 #include "model/synthetic_model.h"
 #include "util/mapped_file.h"
@@ -40,6 +44,7 @@ struct BenchOptions {
   int max_num_batched_tokens = 512;
   int max_model_len = 0;  // 0: the file's context (up to the engine's default)
   double kv_cache_gb = 2.0;
+  KvDtype kv_cache_dtype = KvDtype::kF32;
   std::string output;
   std::string chart;  // SVG file (bench batching)
   std::string tokenizer;
@@ -95,6 +100,7 @@ int WriteChart(const std::string& path, const std::string& svg) {
 EngineConfig Config(const BenchOptions& o, int max_seqs, bool prefix_caching = true) {
   EngineConfig c;
   c.kv_cache_gb = o.kv_cache_gb;
+  c.kv_cache_dtype = o.kv_cache_dtype;
   c.threads = o.threads;
   c.enable_prefix_caching = prefix_caching;
   c.scheduler.max_num_seqs = max_seqs;
@@ -274,6 +280,87 @@ int RunSpeculative(const BenchOptions& o, float temperature) {
   return 0;
 }
 
+// How far the logits with a bf16 or int8 KV cache are from those with the f32 cache, over one sequence.
+struct KvFidelity {
+  double max_error = 0;   // the largest |logit - f32 logit| at a position, over the f32 logits' spread (max - min)
+  double mean_error = 0;  // that ratio's mean over positions
+  double top1_agreement = 0;
+};
+
+// Teacher-forces `tokens` through the model with each cache type and compares every position's logits with f32's.
+KvFidelity MeasureKvFidelity(Model& model, const std::vector<int32_t>& tokens, KvDtype dtype, ThreadPool* pool) {
+  const int n = static_cast<int>(tokens.size());
+  const int vocab = model.config().vocab;
+  const std::vector<float> exact = SingleSequence(model, n, pool).Append(tokens, /*all_logits=*/true);
+  const std::vector<float> stored = SingleSequence(model, n, pool, dtype).Append(tokens, /*all_logits=*/true);
+  KvFidelity f;
+  int agree = 0;
+  for (int p = 0; p < n; ++p) {
+    const float* a = exact.data() + static_cast<size_t>(p) * vocab;
+    const float* b = stored.data() + static_cast<size_t>(p) * vocab;
+    const auto [lo, hi] = std::minmax_element(a, a + vocab);
+    double worst = 0;
+    for (int v = 0; v < vocab; ++v) worst = std::max(worst, static_cast<double>(std::fabs(a[v] - b[v])));
+    const double ratio = worst / std::max(1e-12, static_cast<double>(*hi - *lo));
+    f.max_error = std::max(f.max_error, ratio);
+    f.mean_error += ratio / n;
+    agree += std::max_element(a, a + vocab) - a == std::max_element(b, b + vocab) - b;
+  }
+  f.top1_agreement = static_cast<double>(agree) / n;
+  return f;
+}
+
+int RunKvCacheDtype(const BenchOptions& o) {
+  boost::json::object report;
+  boost::json::array rows;
+  std::vector<int32_t> sequence;  // a prompt and the f32 cache's greedy continuation of it
+  double f32_tps = 0;
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16, KvDtype::kInt8}) {
+    BenchOptions typed = o;
+    typed.kv_cache_dtype = dtype;
+    auto llm = Load(typed, Config(typed, o.concurrency));
+    if (!llm.ok()) return Fail(llm.status().message());
+    if (dtype == KvDtype::kF32) {
+      report = Header(o, **llm, "kv-cache-dtype");
+      std::printf("%d requests of %d prompt tokens, %d out, %d at once; fidelity over one %d-token sequence\n", o.prompts,
+                  o.input_len, o.max_tokens, o.concurrency, o.input_len + o.max_tokens);
+      std::printf("%-8s %12s %14s %15s %12s %11s %8s\n", "kv cache", "bytes/token", "max err/spread",
+                  "mean err/spread", "top-1 agree", "decode t/s", "vs f32");
+      std::vector<std::vector<int32_t>> ids;
+      const auto prompt = bench::RandomPrompts(bench::Workload{1, o.input_len, o.max_tokens, 11}, (*llm)->model().config().vocab);
+      auto greedy = bench::Measure(**llm, prompt, o.max_tokens, {}, 0.0f, &ids);
+      if (!greedy.ok()) return Fail(greedy.status().message());
+      sequence = prompt[0];
+      sequence.insert(sequence.end(), ids[0].begin(), ids[0].end());
+    }
+    KvFidelity fidelity;
+    if (dtype != KvDtype::kF32) {
+      ThreadPool pool(o.threads);
+      fidelity = MeasureKvFidelity((*llm)->model(), sequence, dtype, &pool);
+    } else {
+      fidelity.top1_agreement = 1;
+    }
+    bench::Workload w{o.prompts, o.input_len, o.max_tokens, 5};
+    auto figures = bench::Measure(**llm, bench::RandomPrompts(w, (*llm)->model().config().vocab), o.max_tokens);
+    if (!figures.ok()) return Fail(figures.status().message());
+    if (dtype == KvDtype::kF32) f32_tps = figures->decode_tps;
+    const KvStorageShape shape = (*llm)->model().KvShape(1, (*llm)->engine().config().block_size, dtype);
+    const double bytes_per_token = static_cast<double>(PagedKvStorage::BytesPerBlock(shape)) / shape.block_size;
+    std::printf("%-8s %12.0f %14.2e %15.2e %11.1f%% %11.1f %7.2fx\n", std::string(KvDtypeName(dtype)).c_str(),
+                bytes_per_token, fidelity.max_error, fidelity.mean_error, 100 * fidelity.top1_agreement,
+                figures->decode_tps, figures->decode_tps / std::max(f32_tps, 1e-9));
+    std::fflush(stdout);
+    rows.push_back({{"kv_cache_dtype", KvDtypeName(dtype)},
+                    {"bytes_per_token", bytes_per_token},
+                    {"max_error_over_spread", fidelity.max_error},
+                    {"mean_error_over_spread", fidelity.mean_error},
+                    {"top1_agreement", fidelity.top1_agreement},
+                    {"figures", figures->ToJson()}});
+  }
+  report["rows"] = rows;
+  return WriteJson(o.output, report);
+}
+
 int RunPrefixCache(const BenchOptions& o) {
   auto llm = Load(o, Config(o, 32));
   if (!llm.ok()) return Fail(llm.status().message());
@@ -347,7 +434,8 @@ int RunPagedCache(const BenchOptions& o) {
     }
     const KVCacheStats& st = (*llm)->engine().kv_manager().stats();
     const double block_bytes =
-        static_cast<double>(PagedKvStorage::BytesPerBlock((*llm)->model().KvShape(1, (*llm)->engine().config().block_size)));
+        static_cast<double>(PagedKvStorage::BytesPerBlock((*llm)->model().KvShape(
+            1, (*llm)->engine().config().block_size, (*llm)->engine().config().kv_cache_dtype)));
     const double saved = static_cast<double>(st.blocks_shared) * block_bytes;
     std::printf("%-16s %9.2f %10.1f %9lld %9lld %7lld %11lld %12s\n", sharing ? "prefix sharing" : "no sharing",
                 total.seconds, total.total_tps(), static_cast<long long>(st.blocks_allocated),
@@ -620,6 +708,7 @@ void AddModelOptions(CLI::App* cmd, BenchOptions& o) {
   cmd->add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "Tokens per engine step")->capture_default_str();
   AddMaxModelLenOption(cmd, &o.max_model_len);
   AddSpeculativeOption(cmd, &o.speculative);
+  AddKvCacheDtypeOption(cmd, &o.kv_cache_dtype);
   cmd->add_option("--output", o.output, "Write the figures as JSON to this file");
 }
 
@@ -656,6 +745,12 @@ void AddBenchCommand(CLI::App& app) {
   speculative->add_option("--temperature", *temperature, "Sampling temperature (0: greedy); seeded, so both runs draw alike")
       ->capture_default_str();
   speculative->callback([o, temperature] { ExitOnError(RunSpeculative(*o, *temperature)); });
+  auto* kv_dtype = bench->add_subcommand(
+      "kv-cache-dtype", "KV cache in f32, bf16 and int8: bytes per token, logit error against f32, top-1 agreement, decode tokens/s");
+  AddModelOptions(kv_dtype, *o);
+  kv_dtype->add_option("--prompts", o->prompts, "Requests")->capture_default_str();
+  kv_dtype->add_option("--concurrency", o->concurrency, "Requests running at once")->capture_default_str();
+  kv_dtype->callback([o] { ExitOnError(RunKvCacheDtype(*o)); });
   auto* prefix = bench->add_subcommand("prefix-cache", "First prompt MISS, same prompt HIT, different MISS, first again HIT");
   AddModelOptions(prefix, *o);
   prefix->callback([o] { ExitOnError(RunPrefixCache(*o)); });

@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/kv_cache_dtype_option.h"
 #include "cli/model_options.h"
 #include "engine/sampler.h"
 #include "engine/single_sequence.h"
@@ -30,6 +31,7 @@ struct GenerateOptions {
   uint64_t seed = 0;
   bool json = false;
   bool ignore_eos = false;
+  KvDtype kv_cache_dtype = KvDtype::kF32;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -87,7 +89,7 @@ int RunGenerate(const GenerateOptions& o) {
                             "--max-model-len {} serves more",
                             prompt.size(), o.max_tokens, context, prompt.size() + o.max_tokens));
   ThreadPool pool(o.threads);
-  SingleSequence seq(model, static_cast<int>(prompt.size()) + o.max_tokens, &pool);
+  SingleSequence seq(model, static_cast<int>(prompt.size()) + o.max_tokens, &pool, o.kv_cache_dtype);
   seq.SetAdapter(session->adapter.get());
   SamplingParams params;
   params.temperature = o.temperature;
@@ -162,7 +164,7 @@ int RunLogits(const GenerateOptions& o) {
     return Fail(fmt::format("prompt of {} tokens exceeds the context of {} tokens; --max-model-len {} serves more",
                             prompt.size(), model.config().context_length, prompt.size()));
   ThreadPool pool(o.threads);
-  SingleSequence seq(model, static_cast<int>(prompt.size()), &pool);
+  SingleSequence seq(model, static_cast<int>(prompt.size()), &pool, o.kv_cache_dtype);
   seq.SetAdapter(session->adapter.get());
   std::vector<float> logits = seq.Append(prompt, /*all_logits=*/true);
   Status st = WriteNpyF32(o.output, {static_cast<int64_t>(prompt.size()), model.config().vocab}, logits.data());
@@ -183,6 +185,7 @@ void AddCommonOptions(CLI::App* cmd, GenerateOptions& o) {
   cmd->add_option("--adapter-path", o.adapter_path,
                   "LoRA adapter to run with (mlx_lm's flag): an mlx-lm or PEFT adapter folder, or a llama.cpp GGUF "
                   "LoRA file");
+  AddKvCacheDtypeOption(cmd, &o.kv_cache_dtype);
 }
 
 }  // namespace

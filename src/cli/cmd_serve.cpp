@@ -1,6 +1,7 @@
 // `parallm serve`: the OpenAI-compatible HTTP server (docs/API.md) on the continuous-batching engine.
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/kv_cache_dtype_option.h"
 #include "cli/speculative_option.h"
 #include "server/server.h"
 
@@ -68,6 +69,7 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_flag("--no-prefix-caching", *no_prefix_caching,
                 "Do not share KV blocks between requests with a common prefix");
   AddSpeculativeOption(cmd, &m->engine.scheduler.speculative);
+  AddKvCacheDtypeOption(cmd, &m->engine.kv_cache_dtype);
   cmd->add_option("--max-queued-requests", m->async.max_queued_requests,
                   "Requests waiting beyond those running; more get HTTP 429")
       ->capture_default_str();

@@ -9,7 +9,7 @@ namespace parallm {
 
 EngineConfig Engine::Resolve(const Model& model, EngineConfig c) {
   if (c.num_kv_blocks <= 0) {
-    const double per_block = static_cast<double>(PagedKvStorage::BytesPerBlock(model.KvShape(1, c.block_size)));
+    const double per_block = static_cast<double>(PagedKvStorage::BytesPerBlock(model.KvShape(1, c.block_size, c.kv_cache_dtype)));
     c.num_kv_blocks = std::max(1, static_cast<int32_t>(c.kv_cache_gb * (1ull << 30) / per_block));
   }
   c.scheduler.max_model_len = std::min(c.scheduler.max_model_len, model.config().context_length);
@@ -20,7 +20,7 @@ Engine::Engine(Model& model, const EngineConfig& config)
     : model_(model),
       config_(Resolve(model, config)),
       pool_(config_.threads),
-      kv_storage_(model.KvShape(config_.num_kv_blocks, config_.block_size)),
+      kv_storage_(model.KvShape(config_.num_kv_blocks, config_.block_size, config_.kv_cache_dtype)),
       kv_manager_(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching,
                   model.config().UniformSlidingWindow()),
       scheduler_(config_.scheduler, &kv_manager_),

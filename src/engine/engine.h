@@ -19,6 +19,7 @@ struct EngineConfig {
   int32_t num_kv_blocks = 0;      // 0: from kv_cache_gb
   double kv_cache_gb = 1.0;
   int32_t block_size = 16;
+  KvDtype kv_cache_dtype = KvDtype::kF32;  // --kv-cache-dtype: bf16 halves the bytes per token, int8 quarters them
   bool enable_prefix_caching = true;
   SchedulerConfig scheduler;
   int threads = 0;                // 0: all cores

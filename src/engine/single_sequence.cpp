@@ -10,11 +10,11 @@ namespace {
 constexpr int kBlockSize = 16;
 }
 
-SingleSequence::SingleSequence(Model& model, int max_tokens, ThreadPool* pool)
+SingleSequence::SingleSequence(Model& model, int max_tokens, ThreadPool* pool, KvDtype kv_dtype)
     : model_(model),
       pool_(pool),
       max_tokens_(max_tokens),
-      kv_(model.KvShape((max_tokens + kBlockSize - 1) / kBlockSize, kBlockSize)) {
+      kv_(model.KvShape((max_tokens + kBlockSize - 1) / kBlockSize, kBlockSize, kv_dtype)) {
   block_table_.resize(static_cast<size_t>(kv_.shape().num_blocks));
   std::iota(block_table_.begin(), block_table_.end(), 0);
 }

@@ -12,8 +12,8 @@ namespace parallm {
 
 class SingleSequence {
  public:
-  // Room for `max_tokens` tokens of context.
-  SingleSequence(Model& model, int max_tokens, ThreadPool* pool);
+  // Room for `max_tokens` tokens of context, its keys and values stored as `kv_dtype`.
+  SingleSequence(Model& model, int max_tokens, ThreadPool* pool, KvDtype kv_dtype = KvDtype::kF32);
 
   // Appends `tokens` and runs them; returns the logits of the last one, or of every one when all_logits
   // ([tokens.size(), vocab] row-major).

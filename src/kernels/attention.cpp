@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #if defined(__x86_64__)
@@ -53,9 +54,12 @@ PARALLM_CLONES float ExpShiftSum(float* x, int64_t n, float mx) {
 // One token's attention for one KV head and the `group` query heads that read it.
 struct GroupTask {
   const float* q;       // [group, head_dim]
-  const float* keys;    // this KV head's key in slot 0; slot s's is slot_stride * s floats further
-  const float* values;  // likewise
+  const void* keys;    // this KV head's key in slot 0; slot s's is slot_stride * s elements further
+  const void* values;  // likewise
   int64_t slot_stride;
+  const float* key_scales;    // int8: this KV head's scale in slot 0; slot s's is scale_stride * s floats further
+  const float* value_scales;  // likewise
+  int64_t scale_stride;
   int block_size;
   const int32_t* block_table;
   int64_t begin;       // first position attended to (sliding window; else 0)
@@ -72,11 +76,17 @@ struct GroupTask {
 #if defined(__x86_64__)
 #pragma GCC push_options
 #pragma GCC target("avx512f")
+// GCC 12's AVX-512 headers start conversions from a self-initialized `__Y = __Y` ("undefined" upper bits), which
+// -Wmaybe-uninitialized reports once inlined; every lane is written.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 namespace avx512 {
 #define PARALLM_ATTN_LANES 16
 #include "kernels/attention_simd-inl.h"
 #undef PARALLM_ATTN_LANES
 }  // namespace avx512
+#pragma GCC diagnostic pop
 #pragma GCC pop_options
 
 #pragma GCC push_options
@@ -95,22 +105,46 @@ namespace baseline {
 #undef PARALLM_ATTN_LANES
 }  // namespace baseline
 
-using GroupKernel = void (*)(const GroupTask&);
+// One kernel per stored element type (KvDtype), for one instruction set.
+struct GroupKernels {
+  void (*f32)(const GroupTask&);
+  void (*bf16)(const GroupTask&);
+  void (*int8)(const GroupTask&);
 
-// The kernel for `lanes`, or null where this build or CPU lacks it.
+  void Run(KvDtype dtype, const GroupTask& t) const {
+    switch (dtype) {
+      case KvDtype::kF32: return f32(t);
+      case KvDtype::kBf16: return bf16(t);
+      case KvDtype::kInt8: return int8(t);
+    }
+  }
+};
+
+#define PARALLM_KERNELS(ns) \
+  &ns::AttendGroup<float>, &ns::AttendGroup<uint16_t>, &ns::AttendGroup<int8_t>
+#if defined(__x86_64__)
+constexpr GroupKernels kAvx512{PARALLM_KERNELS(avx512)};
+constexpr GroupKernels kAvx2{PARALLM_KERNELS(avx2)};
+#endif
+constexpr GroupKernels kBaseline{PARALLM_KERNELS(baseline)};
+#undef PARALLM_KERNELS
+
+using GroupKernel = const GroupKernels*;
+
+// The kernels for `lanes`, or null where this build or CPU lacks them.
 GroupKernel KernelFor(int lanes) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (lanes == 16) return __builtin_cpu_supports("avx512f") ? avx512::AttendGroup : nullptr;
-  if (lanes == 8) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? avx2::AttendGroup : nullptr;
+  if (lanes == 16) return __builtin_cpu_supports("avx512f") ? &kAvx512 : nullptr;
+  if (lanes == 8) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &kAvx2 : nullptr;
 #endif
-  return lanes == 4 ? baseline::AttendGroup : nullptr;
+  return lanes == 4 ? &kBaseline : nullptr;
 }
 
 GroupKernel BestKernel() {
   for (int lanes : {16, 8})
     if (GroupKernel k = KernelFor(lanes)) return k;
-  return baseline::AttendGroup;
+  return &kBaseline;
 }
 
 // Chosen at first use; only tests and benchmarks change it (SetPagedAttentionLanes).
@@ -127,14 +161,21 @@ void PagedAttention(const float* q, const AttentionShape& s, const PagedKvView& 
   const GroupKernel kernel = CurrentKernel().load(std::memory_order_relaxed);
   PARALLM_CHECK(static_cast<int64_t>(scratch.size()) >= PagedAttentionScratchSize(s, n_ctx));
   PARALLM_DCHECK(n_ctx <= static_cast<int64_t>(block_table.size()) * kv.block_size);
+  PARALLM_CHECK(kv.dtype != KvDtype::kInt8 || (kv.key_scales != nullptr && kv.value_scales != nullptr));
   const int group = s.n_heads / s.n_kv_heads;
   const int64_t begin = AttentionBegin(s, n_ctx);
+  const size_t elem = KvElementBytes(kv.dtype);
+  const bool scaled = kv.dtype == KvDtype::kInt8;
   for (int kvh = kv_head_begin; kvh < kv_head_end; ++kvh) {
     const int64_t head0 = static_cast<int64_t>(kvh) * group;  // the group's first query head
+    const size_t head_offset = static_cast<size_t>(kvh) * static_cast<size_t>(s.head_dim) * elem;
     const GroupTask task{q + head0 * s.head_dim,
-                         kv.keys + static_cast<int64_t>(kvh) * s.head_dim,
-                         kv.values + static_cast<int64_t>(kvh) * s.head_dim,
+                         static_cast<const char*>(kv.keys) + head_offset,
+                         static_cast<const char*>(kv.values) + head_offset,
                          kv.slot_stride,
+                         scaled ? kv.key_scales + kvh : nullptr,
+                         scaled ? kv.value_scales + kvh : nullptr,
+                         s.n_kv_heads,
                          kv.block_size,
                          block_table.data(),
                          begin,
@@ -146,7 +187,7 @@ void PagedAttention(const float* q, const AttentionShape& s, const PagedKvView& 
                          s.softcap,
                          scratch.data(),
                          out + head0 * s.head_dim};
-    kernel(task);
+    kernel->Run(kv.dtype, task);
   }
 }
 
@@ -176,12 +217,23 @@ void PagedAttention(const float* q, const AttentionShape& s, const PagedKvView& 
   auto slot_of = [&](int64_t j) {
     return static_cast<int64_t>(block_table[static_cast<size_t>(j / kv.block_size)]) * kv.block_size + j % kv.block_size;
   };
+  // Element i of a layer's buffer (i counted in elements), decoded; int8's scale is that of its slot and head.
+  auto Element = [&](const void* base, int64_t i, float scale) {
+    return static_cast<double>(
+        DecodeKvElement(kv.dtype, static_cast<const char*>(base) + i * static_cast<int64_t>(KvElementBytes(kv.dtype)),
+                        0, scale));
+  };
+  auto ScaleOf = [&](const float* scales, int64_t slot, int kvh) {
+    return kv.dtype == KvDtype::kInt8 ? scales[slot * s.n_kv_heads + kvh] : 1.0f;
+  };
   for (int h = kv_head_begin * group; h < kv_head_end * group; ++h) {
     const int kvh = h / group;
     for (int64_t j = begin; j < n_ctx; ++j) {
-      const float* k = kv.keys + slot_of(j) * kv.slot_stride + static_cast<int64_t>(kvh) * s.head_dim;
+      const int64_t row = slot_of(j) * kv.slot_stride + static_cast<int64_t>(kvh) * s.head_dim;
+      const float scale = ScaleOf(kv.key_scales, slot_of(j), kvh);
       double dot = 0;
-      for (int d = 0; d < s.head_dim; ++d) dot += static_cast<double>(q[h * s.head_dim + d]) * k[d];
+      for (int d = 0; d < s.head_dim; ++d)
+        dot += static_cast<double>(q[h * s.head_dim + d]) * Element(kv.keys, row + d, scale);
       float score = static_cast<float>(dot) * s.scale;
       if (s.softcap > 0) score = s.softcap * std::tanh(score / s.softcap);
       scratch[j - begin] = score;
@@ -190,7 +242,8 @@ void PagedAttention(const float* q, const AttentionShape& s, const PagedKvView& 
     for (int d = 0; d < s.head_dim; ++d) {
       double acc = 0;
       for (int64_t j = begin; j < n_ctx; ++j)
-        acc += static_cast<double>(scratch[j - begin]) * kv.values[slot_of(j) * kv.slot_stride + kvh * s.head_dim + d];
+        acc += static_cast<double>(scratch[j - begin]) *
+               Element(kv.values, slot_of(j) * kv.slot_stride + kvh * s.head_dim + d, ScaleOf(kv.value_scales, slot_of(j), kvh));
       out[h * s.head_dim + d] = static_cast<float>(acc);
     }
   }

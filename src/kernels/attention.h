@@ -6,15 +6,21 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/kv_dtype.h"
+
 namespace parallm {
 
 // One layer's KV storage as the kernel reads it: slot s (= block * block_size + offset) holds n_kv_heads x
-// head_dim keys at keys + s * slot_stride (values likewise).
+// head_dim keys of `dtype` starting slot_stride elements after slot s - 1's (values likewise). int8 rows have one
+// f32 scale each: KV head h of slot s at key_scales[s * n_kv_heads + h] (value_scales likewise).
 struct PagedKvView {
-  const float* keys = nullptr;
-  const float* values = nullptr;
-  int64_t slot_stride = 0;  // floats per slot
+  const void* keys = nullptr;
+  const void* values = nullptr;
+  int64_t slot_stride = 0;  // elements per slot
   int block_size = 16;
+  KvDtype dtype = KvDtype::kF32;
+  const float* key_scales = nullptr;  // int8 only
+  const float* value_scales = nullptr;
 };
 
 struct AttentionShape {

@@ -1,7 +1,8 @@
 // The paged-attention kernel for one KV head and its group of query heads, written once for a vector of W floats
 // (GCC vector extensions) and compiled once per instruction set: attention.cpp includes it inside a
 // `#pragma GCC target` region and a namespace of its own, with PARALLM_ATTN_LANES defined as W (16: AVX-512,
-// 8: AVX2 + FMA, 4: baseline SSE2). The order of every floating-point operation depends on W alone.
+// 8: AVX2 + FMA, 4: baseline SSE2). The order of every floating-point operation depends on W alone. It is a template
+// over the stored element type (f32, bf16 bits, int8 with a scale per slot and head), decoded to f32 as rows load.
 //
 // Why this shape: in decode the keys and values are the only large data (1 KiB per position and layer on the 0.5B
 // shape) and the 7 query heads of a group read the same rows, so each row is loaded once per token and used by the
@@ -80,24 +81,72 @@ PARALLM_INLINE V TransposeSum(V* v) {
   }
 }
 
-// Row pointers of positions [j0, j0 + W) through the block table: one division per tile, then a step along the
-// table (a division per row costs as much as the dot products of a row). A partial last tile (n < W) repeats
-// position j0 in its missing lanes, so every load stays within the sequence's own blocks; those lanes' scores are
-// never used and their weights are zero.
-PARALLM_INLINE void TileRows(const GroupTask& t, const float* base, int64_t j0, int n, const float* (&rows)[W]) {
+// Slots of positions [j0, j0 + W) through the block table: one division per tile, then a step along the table (a
+// division per row costs as much as the dot products of a row). A partial last tile (n < W) repeats position j0 in
+// its missing lanes, so every load stays within the sequence's own blocks; those lanes' scores are never used and
+// their weights are zero.
+PARALLM_INLINE void TileSlots(const GroupTask& t, int64_t j0, int n, int64_t (&slots)[W]) {
   int64_t block = j0 / t.block_size;
   int64_t offset = j0 % t.block_size;
   for (int i = 0; i < W; ++i) {
     if (i >= n) {
-      rows[i] = rows[0];
+      slots[i] = slots[0];
       continue;
     }
-    rows[i] = base + (static_cast<int64_t>(t.block_table[block]) * t.block_size + offset) * t.slot_stride;
+    slots[i] = static_cast<int64_t>(t.block_table[block]) * t.block_size + offset;
     if (++offset == t.block_size) {
       offset = 0;
       ++block;
     }
   }
+}
+
+// The stored element types (KvDtype): f32, bf16 (as its bits) and int8 (its scale applied by the caller), loaded W
+// at a time or one by one, as f32.
+typedef uint16_t Vh __attribute__((vector_size(W * sizeof(uint16_t))));
+typedef uint32_t Vu __attribute__((vector_size(W * sizeof(uint32_t))));
+typedef int8_t Vb __attribute__((vector_size(W * sizeof(int8_t))));
+
+PARALLM_INLINE V LoadRow(const float* p) { return Load(p); }
+PARALLM_INLINE V LoadRow(const uint16_t* p) {
+  Vh h;
+  std::memcpy(&h, p, sizeof h);
+  return (V)(__builtin_convertvector(h, Vu) << 16);
+}
+// GCC turns __builtin_convertvector from int8 lanes into one scalar conversion per lane, so the sign extension is
+// written out per instruction set.
+PARALLM_INLINE V LoadRow(const int8_t* p) {
+#if PARALLM_ATTN_LANES == 16
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#elif PARALLM_ATTN_LANES == 8
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+#elif defined(__x86_64__)
+  int32_t four;
+  std::memcpy(&four, p, sizeof four);
+  __m128i x = _mm_cvtsi32_si128(four);
+  x = _mm_unpacklo_epi8(x, x);                           // each byte twice: b0 b0 b1 b1 ...
+  x = _mm_srai_epi32(_mm_unpacklo_epi16(x, x), 24);      // each byte in the top of its lane, shifted down signed
+  return _mm_cvtepi32_ps(x);
+#else
+  Vb b;
+  std::memcpy(&b, p, sizeof b);
+  return __builtin_convertvector(b, V);
+#endif
+}
+PARALLM_INLINE float Elem(const float* p, int d) { return p[d]; }
+PARALLM_INLINE float Elem(const uint16_t* p, int d) {
+  const uint32_t u = static_cast<uint32_t>(p[d]) << 16;
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+PARALLM_INLINE float Elem(const int8_t* p, int d) { return static_cast<float>(p[d]); }
+
+// int8 rows' scales for a tile's slots (the scale of KV head h of slot s is at scales[s * scale_stride]).
+PARALLM_INLINE V TileScales(const float* scales, int64_t stride, const int64_t (&slots)[W]) {
+  V v;
+  for (int i = 0; i < W; ++i) v[i] = scales[slots[i] * stride];
+  return v;
 }
 
 PARALLM_INLINE float MaxOf(const float* x, int64_t n) {
@@ -115,7 +164,13 @@ PARALLM_INLINE float MaxOf(const float* x, int64_t n) {
   return mx;
 }
 
+// T: the stored element type (float, uint16_t for bf16, int8_t).
+template <class T>
 void AttendGroup(const GroupTask& t) {
+  constexpr bool kScaled = std::is_same_v<T, int8_t>;
+  const T* keys = static_cast<const T*>(t.keys);
+  const T* values = static_cast<const T*>(t.values);
+  int64_t slots[W];
   const int D = t.head_dim, vec_d = D / W * W;  // dims [vec_d, D) (head_dim not a multiple of W) go lane by lane
   // Positions [t.begin, t.n_ctx) are attended to; a score row's column c is position t.begin + c.
   const int64_t n_ctx = t.n_ctx - t.begin;
@@ -123,22 +178,26 @@ void AttendGroup(const GroupTask& t) {
   // 1. Scores, W positions at a time; each key row comes from memory for the first head, from L1 for the others.
   for (int64_t j0 = 0; j0 < n_ctx; j0 += W) {
     const int n = static_cast<int>(std::min<int64_t>(W, n_ctx - j0));
-    const float* k[W];
-    TileRows(t, t.keys, t.begin + j0, n, k);
+    TileSlots(t, t.begin + j0, n, slots);
+    const T* k[W];
+    for (int i = 0; i < W; ++i) k[i] = keys + slots[i] * t.slot_stride;
+    V key_scale{};
+    if constexpr (kScaled) key_scale = TileScales(t.key_scales, t.scale_stride, slots);
     for (int g = 0; g < t.group; ++g) {
       const float* qg = t.q + static_cast<int64_t>(g) * D;
       V acc[W] = {};
       for (int d = 0; d < vec_d; d += W) {
         const V qd = Load(qg + d);
 #pragma GCC unroll 16
-        for (int i = 0; i < W; ++i) acc[i] = MulAdd(qd, Load(k[i] + d), acc[i]);
+        for (int i = 0; i < W; ++i) acc[i] = MulAdd(qd, LoadRow(k[i] + d), acc[i]);
       }
       V s = TransposeSum(acc);
       for (int d = vec_d; d < D; ++d) {
         V kd;
-        for (int i = 0; i < W; ++i) kd[i] = k[i][d];
+        for (int i = 0; i < W; ++i) kd[i] = Elem(k[i], d);
         s = MulAdd(Splat(qg[d]), kd, s);
       }
+      if constexpr (kScaled) s = s * key_scale;  // q . (scale * k) = scale * (q . k)
       // A partial tile's extra lanes land in the row's padding (row_stride is a multiple of 16 >= W).
       Store(t.scores + g * t.row_stride + j0, s * t.scale);
     }
@@ -160,12 +219,20 @@ void AttendGroup(const GroupTask& t) {
   for (int g = 0; g < t.group; ++g) std::fill_n(t.out + static_cast<int64_t>(g) * D, D, 0.0f);
   for (int64_t j0 = 0; j0 < n_ctx; j0 += W) {
     const int n = static_cast<int>(std::min<int64_t>(W, n_ctx - j0));
-    const float* v[W];
-    TileRows(t, t.values, t.begin + j0, n, v);
+    TileSlots(t, t.begin + j0, n, slots);
+    const T* v[W];
+    for (int i = 0; i < W; ++i) v[i] = values + slots[i] * t.slot_stride;
+    if constexpr (kScaled) {  // p * (scale * v) = (p * scale) * v: the tile's weights take their rows' scales
+      const V value_scale = TileScales(t.value_scales, t.scale_stride, slots);
+      for (int g = 0; g < t.group; ++g) {
+        float* p = t.scores + g * t.row_stride + j0;
+        Store(p, Load(p) * value_scale);
+      }
+    }
     for (int d = 0; d < vec_d; d += W) {
       V vd[W];
 #pragma GCC unroll 16
-      for (int i = 0; i < W; ++i) vd[i] = Load(v[i] + d);
+      for (int i = 0; i < W; ++i) vd[i] = LoadRow(v[i] + d);
       for (int g = 0; g < t.group; ++g) {
         const float* p = t.scores + g * t.row_stride + j0;
         float* o = t.out + static_cast<int64_t>(g) * D + d;
@@ -183,7 +250,7 @@ void AttendGroup(const GroupTask& t) {
       for (int g = 0; g < t.group; ++g) {
         const float* p = t.scores + g * t.row_stride + j0;
         float acc = t.out[static_cast<int64_t>(g) * D + d];
-        for (int i = 0; i < W; ++i) acc += p[i] * v[i][d];
+        for (int i = 0; i < W; ++i) acc += p[i] * Elem(v[i], d);
         t.out[static_cast<int64_t>(g) * D + d] = acc;
       }
   }

@@ -99,9 +99,9 @@ Model::Model(LoadedModel loaded) : loaded_(std::move(loaded)) {
   }
 }
 
-KvStorageShape Model::KvShape(int num_blocks, int block_size) const {
+KvStorageShape Model::KvShape(int num_blocks, int block_size, KvDtype dtype) const {
   const ModelConfig& c = loaded_.config;
-  return KvStorageShape{c.n_layers, c.n_kv_heads, c.head_dim, block_size, num_blocks};
+  return KvStorageShape{c.n_layers, c.n_kv_heads, c.head_dim, block_size, num_blocks, dtype};
 }
 
 namespace {
@@ -159,8 +159,7 @@ class Model::Ops final : public LayerOps {
       }
       const int64_t slot = batch_.slot_mapping[static_cast<size_t>(t)];
       PARALLM_CHECK(slot >= 0 && slot < kv_.num_slots());
-      std::copy_n(k + t * KV, KV, kv_.Key(layer, slot));
-      std::copy_n(v + t * KV, KV, kv_.Value(layer, slot));
+      kv_.Write(layer, slot, k + t * KV, v + t * KV);
     }
     m_.Attention(batch_, layer, kv_, pool_);
     MatMul(lw.wo, m_.attn_.data(), T_, out, c_.hidden, pool_);
@@ -361,7 +360,7 @@ void Model::Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, 
   const int64_t Q = c.q_dim();
   const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, c.AttentionScale(),
                              c.LayerIsSliding(layer) ? c.sliding_window : 0, c.attn_softcap};
-  const PagedKvView view{kv.Key(layer, 0), kv.Value(layer, 0), static_cast<int64_t>(c.kv_dim()), kv.shape().block_size};
+  const PagedKvView view = kv.View(layer);
   const int n_threads = pool ? pool->num_threads() : 1;
   if (static_cast<int>(scores_.size()) < n_threads) scores_.resize(static_cast<size_t>(n_threads));
 

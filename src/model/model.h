@@ -28,7 +28,7 @@ class Model {
   double repack_seconds() const { return repack_seconds_; }
 
   // A KV storage shape for this model with `num_blocks` blocks of `block_size` slots.
-  KvStorageShape KvShape(int num_blocks, int block_size = 16) const;
+  KvStorageShape KvShape(int num_blocks, int block_size = 16, KvDtype dtype = KvDtype::kF32) const;
 
   // Runs every token of `batch` through the decoder: writes each token's K/V at its slot in `kv`, attends
   // causally over its sequence's context (read through the block table), and writes the logits of the

@@ -60,6 +60,8 @@ def main():
               '"prompt_lookup_min": 3, "prompt_lookup_max": 2}'], "prompt_lookup_max"),
             (["bench", "-m", str(tiny), "--speculative-config", '{"method": "ngram", "k": 2}'], "unknown field"),
             (["bench", "-m", str(tiny), "--speculative-config", "4"], "JSON object"),
+            (["serve", "-m", str(tiny), "--kv-cache-dtype", "fp8"], "int8"),
+            (["generate", "-m", str(tiny), "--kv-cache-dtype", "f16"], "not one of auto, bf16"),
         ]
         for args, fragment in usage_cases:
             r = run(binary, *args)

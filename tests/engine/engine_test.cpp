@@ -48,6 +48,7 @@ EngineConfig SmallConfig(int blocks = 256, int max_seqs = 64, int max_tokens = 2
 struct InvarianceCase {
   const char* name;
   testing::TinyModelOptions model;
+  KvDtype kv_cache_dtype = KvDtype::kF32;
 };
 
 class EngineBatchInvariance : public ::testing::TestWithParam<InvarianceCase> {};
@@ -69,7 +70,9 @@ TEST_P(EngineBatchInvariance, SixtyFourPromptsTogetherEqualOneAtATime) {
       params[i].has_seed = true;
     }
   }
-  LLM together(std::move(model), SmallConfig());
+  EngineConfig config = SmallConfig();
+  config.kv_cache_dtype = c.kv_cache_dtype;
+  LLM together(std::move(model), config);
   auto batched = together.Generate(prompts, params);
   ASSERT_TRUE(batched.ok()) << batched.status().message();
   together.engine().CheckIntegrity();
@@ -86,6 +89,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(InvarianceCase{"llama_f32", {Arch::kLlama, ModelFormat::kGguf, DType::kF32}},
                       InvarianceCase{"qwen2_q8_0", {Arch::kQwen2, ModelFormat::kGguf, DType::kQ8_0}},
                       InvarianceCase{"qwen3_q4_k", {Arch::kQwen3, ModelFormat::kGguf, DType::kQ4_K}},
+                      // Keys and values stored as bf16 and as int8 with per-slot scales (--kv-cache-dtype).
+                      InvarianceCase{"qwen2_q8_0_kv_bf16", {Arch::kQwen2, ModelFormat::kGguf, DType::kQ8_0},
+                                     KvDtype::kBf16},
+                      InvarianceCase{"qwen3_q4_k_kv_int8", {Arch::kQwen3, ModelFormat::kGguf, DType::kQ4_K},
+                                     KvDtype::kInt8},
                       InvarianceCase{"llama_mlx4", {Arch::kLlama, ModelFormat::kMlxFolder, DType::kF32, 4}},
                       // Mixture of experts: 16 experts top-4 plus the shared expert (the tiny preset), the tokens of
                       // the whole batch grouped by expert (model_test covers qwen3moe and mixtral at the model level).
@@ -336,9 +344,13 @@ TEST(Engine, NCopiesForkAfterThePromptAndShareItsBlocks) {
   p.temperature = 1.0f;
   p.seed = 100;
   p.has_seed = true;
-  for (int max_seqs : {64, 1}) {  // 1: no room to run the copies at once, so they wait and recompute
+  // 1: no room to run the copies at once, so they wait and recompute. int8: the fork copies the partial block's
+  // scales with its keys and values.
+  for (auto [max_seqs, dtype] : {std::pair{64, KvDtype::kF32}, std::pair{1, KvDtype::kF32}, std::pair{64, KvDtype::kInt8}}) {
+    SCOPED_TRACE(::testing::Message() << max_seqs << " seqs, " << KvDtypeName(dtype));
     EngineConfig config = SmallConfig(256, max_seqs);
     config.enable_prefix_caching = false;  // block sharing below comes from forking alone
+    config.kv_cache_dtype = dtype;
     LLM llm(testing::TinyModel(o, "fork" + std::to_string(max_seqs)), config);
     auto forked = llm.Generate({prompt}, {p});
     ASSERT_TRUE(forked.ok()) << forked.status().message();

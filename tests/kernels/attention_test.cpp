@@ -1,14 +1,17 @@
 // PagedAttention against its scalar reference twin, on ragged shapes and scattered block tables (with sliding
 // windows and soft-capping too), and the properties the engine needs: a head's result does not depend on how the KV
-// heads are split, on what else is in the scratch buffer, or on the other heads' queries.
+// heads are split, on what else is in the scratch buffer, or on the other heads' queries. Keys and values stored as
+// bf16 and int8 (KvDtype) too: against the twin, and close to the f32 result.
 #include <cmath>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "kernels/attention.h"
+#include "kernels/kv_dtype.h"
 
 namespace parallm {
 namespace {
@@ -25,15 +28,18 @@ void PrintTo(const Case& c, std::ostream* os) {
       << c.n_ctx << ", window " << c.window << ", softcap " << c.softcap;
 }
 
-// Random keys, values and queries for one sequence whose blocks lie scattered and out of order in the storage.
+// Random keys, values and queries for one sequence whose blocks lie scattered and out of order in the storage;
+// keys and values are stored as `dtype` (converted from the f32 ones in `keys` and `values`).
 struct Fixture {
   Case c;
   std::vector<float> keys, values, q;
+  std::vector<char> stored_keys, stored_values;  // bf16, int8
+  std::vector<float> key_scales, value_scales;   // int8
   std::vector<int32_t> table;
   AttentionShape shape;
   PagedKvView kv;
 
-  explicit Fixture(const Case& c_in, uint32_t seed = 42) : c(c_in) {
+  explicit Fixture(const Case& c_in, uint32_t seed = 42, KvDtype dtype = KvDtype::kF32) : c(c_in) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> normal;
     const int64_t used = (c.n_ctx + c.block_size - 1) / c.block_size;
@@ -51,6 +57,25 @@ struct Fixture {
     shape = {c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window,
              c.softcap};
     kv = {keys.data(), values.data(), stride, c.block_size};
+    if (dtype != KvDtype::kF32) Store(dtype);
+  }
+
+  void Store(KvDtype dtype) {
+    const size_t rows = keys.size() / static_cast<size_t>(c.head_dim), row_bytes = c.head_dim * KvElementBytes(dtype);
+    stored_keys.resize(rows * row_bytes);
+    stored_values.resize(rows * row_bytes);
+    key_scales.resize(rows);
+    value_scales.resize(rows);
+    for (size_t r = 0; r < rows; ++r) {
+      EncodeKvRow(dtype, keys.data() + r * c.head_dim, c.head_dim, stored_keys.data() + r * row_bytes, &key_scales[r]);
+      EncodeKvRow(dtype, values.data() + r * c.head_dim, c.head_dim, stored_values.data() + r * row_bytes,
+                  &value_scales[r]);
+    }
+    kv.keys = stored_keys.data();
+    kv.values = stored_values.data();
+    kv.dtype = dtype;
+    kv.key_scales = key_scales.data();  // row r = slot * n_kv_heads + head, as the storage lays them out
+    kv.value_scales = value_scales.data();
   }
 
   // Computes KV heads [kv_begin, kv_end) into `out` (the other heads' rows are left as they are).
@@ -155,6 +180,69 @@ INSTANTIATE_TEST_SUITE_P(
       if (c.softcap > 0) name << "_cap" << static_cast<int>(c.softcap);
       return name.str();
     });
+
+// Keys and values stored as bf16 or int8: the kernel matches its twin reading the same stored bits, a head's result
+// still does not depend on the split, and the result stays close to attention over the f32 keys and values.
+class PagedAttentionStoredTest : public ::testing::TestWithParam<std::tuple<Case, KvDtype>> {};
+
+TEST_P(PagedAttentionStoredTest, MatchesReferenceAndF32) {
+  const auto& [c, dtype] = GetParam();
+  const Fixture f(c, 42, dtype), exact(c, 42);
+  std::vector<float> ref(f.q.size()), scratch(static_cast<size_t>(c.n_ctx));
+  ref::PagedAttention(f.q.data(), f.shape, f.kv, f.table, c.n_ctx, 0, c.n_kv_heads, scratch, ref.data());
+  const std::vector<float> f32 = exact.Run(0, c.n_kv_heads, std::vector<float>(f.q.size()));
+  // Values are N(0, 1): the error of a weighted mean of them is about the storage's relative rounding.
+  const float tolerance = dtype == KvDtype::kBf16 ? 0.03f : 0.08f;
+  float worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::abs(ref[i] - f32[i]));
+  EXPECT_LT(worst, tolerance);
+  EXPECT_GT(worst, 0.0f);  // the stored type is really used
+  ForEachWidth([&] {
+    const std::vector<float> all = f.Run(0, c.n_kv_heads, std::vector<float>(f.q.size()));
+    for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(all[i], ref[i], 1e-5f * (1 + std::abs(ref[i]))) << i;
+    for (int split = 1; split < c.n_kv_heads; ++split) {
+      std::vector<float> two = f.Run(0, split, std::vector<float>(f.q.size(), NAN));
+      EXPECT_EQ(f.Run(split, c.n_kv_heads, two), all) << "split at " << split;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, PagedAttentionStoredTest,
+    ::testing::Combine(::testing::Values(Case{14, 2, 64, 16, 17}, Case{14, 2, 64, 16, 300}, Case{8, 4, 8, 16, 37},
+                                         Case{6, 3, 50, 5, 61, 16}, Case{21, 3, 72, 7, 45, 0, 2.0f},
+                                         Case{8, 1, 64, 3, 33}),
+                       ::testing::Values(KvDtype::kBf16, KvDtype::kInt8)),
+    [](const auto& info) {
+      const Case& c = std::get<0>(info.param);
+      std::ostringstream name;
+      name << KvDtypeName(std::get<1>(info.param)) << "_h" << c.n_heads << "kv" << c.n_kv_heads << "_d" << c.head_dim
+           << "_b" << c.block_size << "_ctx" << c.n_ctx;
+      return name.str();
+    });
+
+// The conversions: bf16 rounds to nearest even, int8 reconstructs within half a step of its scale.
+TEST(KvDtypeTest, Conversions) {
+  EXPECT_EQ(FloatToBf16(1.0f), 0x3F80);
+  EXPECT_EQ(Bf16ToFloat(FloatToBf16(1.0f + 1.0f / 256)), 1.0f);  // halfway: to even (down)
+  EXPECT_EQ(Bf16ToFloat(FloatToBf16(1.0f + 3.0f / 256)), 1.0f + 4.0f / 256);  // halfway: to even (up)
+  EXPECT_TRUE(std::isnan(Bf16ToFloat(FloatToBf16(NAN))));
+  const std::vector<float> x{0.5f, -2.0f, 1.25f, 0.0f, 1.99f};
+  int8_t q[5];
+  float scale = -1;
+  EncodeKvRow(KvDtype::kInt8, x.data(), 5, q, &scale);
+  EXPECT_FLOAT_EQ(scale, 2.0f / 127);
+  EXPECT_EQ(q[1], -127);
+  for (int i = 0; i < 5; ++i) EXPECT_NEAR(DecodeKvElement(KvDtype::kInt8, q, i, scale), x[i], scale / 2 + 1e-7f);
+  float zeros[3] = {0, 0, 0};
+  EncodeKvRow(KvDtype::kInt8, zeros, 3, q, &scale);
+  EXPECT_EQ(scale, 0.0f);
+  EXPECT_EQ(DecodeKvElement(KvDtype::kInt8, q, 0, scale), 0.0f);
+  EXPECT_EQ(ParseKvDtype("auto"), KvDtype::kF32);
+  EXPECT_EQ(ParseKvDtype("bfloat16"), KvDtype::kBf16);
+  EXPECT_EQ(ParseKvDtype("int8"), KvDtype::kInt8);
+  EXPECT_EQ(ParseKvDtype("fp8"), std::nullopt);
+}
 
 // A window covers exactly the last `window` positions: keys and values before it may hold anything (here NaN) without
 // changing a bit of the result, and a window of at least n_ctx is the same as none.

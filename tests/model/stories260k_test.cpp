@@ -25,18 +25,20 @@ Vocab StoriesVocab() {
   return Vocab::FromLlama2c(*tok);
 }
 
-std::vector<int32_t> GreedyFromBos(const std::string& path, int n) {
+std::vector<int32_t> GreedyFromBos(const std::string& path, int n, KvDtype kv_dtype = KvDtype::kF32,
+                                   std::vector<float>* last_logits = nullptr) {
   auto model = Model::Load(path);
   EXPECT_TRUE(model.ok()) << model.status().message();
   if (!model.ok()) return {};
   ThreadPool pool(2);
-  SingleSequence seq(**model, n + 1, &pool);
+  SingleSequence seq(**model, n + 1, &pool, kv_dtype);
   std::vector<int32_t> out;
   int32_t token = 1;  // BOS
   for (int i = 0; i < n; ++i) {
     std::vector<float> logits = seq.Append(std::span<const int32_t>(&token, 1));
     token = ArgMax(logits);
     out.push_back(token);
+    if (last_logits) *last_logits = std::move(logits);
   }
   return out;
 }
@@ -64,6 +66,20 @@ TEST(Stories260K, GreedyFromBosMatchesLlama2cSample) {
   std::vector<int32_t> ids = GreedyFromBos(Checkpoint(), 40);
   std::string text = StoriesVocab().Decode(ids);
   EXPECT_EQ(text.substr(0, std::string(kDocumentedSample).size()), kDocumentedSample) << text;
+}
+
+// Keys and values stored as bf16 or int8 (--kv-cache-dtype) change the logits a little and the story not at all.
+TEST(Stories260K, CompressedKvCacheKeepsTheSample) {
+  std::vector<float> exact_logits;
+  const std::vector<int32_t> exact = GreedyFromBos(Checkpoint(), 40, KvDtype::kF32, &exact_logits);
+  for (KvDtype dtype : {KvDtype::kBf16, KvDtype::kInt8}) {
+    SCOPED_TRACE(KvDtypeName(dtype));
+    std::vector<float> logits;
+    const std::vector<int32_t> ids = GreedyFromBos(Checkpoint(), 40, dtype, &logits);
+    const std::string text = StoriesVocab().Decode(ids);
+    EXPECT_EQ(text.substr(0, std::string(kDocumentedSample).size()), kDocumentedSample) << text;
+    EXPECT_NE(logits, exact_logits);  // the cache really held the other type
+  }
 }
 
 TEST(Stories260K, GgufConversionDecodesTheSameTokens) {

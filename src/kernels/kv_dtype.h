@@ -1,0 +1,37 @@
+// How the paged KV cache stores keys and values: f32; bf16 (half the bytes); or int8 with one f32 scale per slot
+// and KV head (a quarter, plus 4 bytes per head). The attention kernel reads all three; the storage writes them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace parallm {
+
+enum class KvDtype : uint8_t { kF32, kBf16, kInt8 };
+
+// Bytes of one stored element (int8's scales are extra: KvScaleBytes per slot and KV head).
+size_t KvElementBytes(KvDtype dtype);
+inline size_t KvScaleBytes(KvDtype dtype) { return dtype == KvDtype::kInt8 ? sizeof(float) : 0; }
+
+// "f32", "bf16", "int8".
+std::string_view KvDtypeName(KvDtype dtype);
+
+// vLLM's --kv-cache-dtype names: "auto" (the model's compute type, f32 here), "float32"/"f32",
+// "bfloat16"/"bf16", "int8". Anything else (fp8 among them) is nullopt.
+std::optional<KvDtype> ParseKvDtype(std::string_view name);
+
+// Stores the n floats of one slot's KV head as `dtype` at dst (n elements of KvElementBytes). bf16 rounds to
+// nearest even; int8 is symmetric, x ~= q * scale with scale = max|x| / 127, written to *scale (left untouched
+// for the other types).
+void EncodeKvRow(KvDtype dtype, const float* x, int n, void* dst, float* scale);
+
+// Element i of a row EncodeKvRow wrote, as f32 (for int8: q * scale).
+float DecodeKvElement(KvDtype dtype, const void* row, int i, float scale);
+
+// The bf16 bits of x, rounded to nearest even (NaN stays NaN), and back.
+uint16_t FloatToBf16(float x);
+float Bf16ToFloat(uint16_t b);
+
+}  // namespace parallm

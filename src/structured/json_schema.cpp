@@ -308,9 +308,9 @@ class SchemaCompiler {
       const std::string kv = "json-string ws \":\" ws " + value;
       if (!counted) return AddRule("map", "\"{\" ws (" + kv + " (ws \",\" ws " + kv + ")*)? ws \"}\"");
       // The keys are not checked to be distinct: a model that repeats one makes fewer properties than it wrote.
-      const std::string more =
-          max_props < 0 ? fmt::format("{{{},}}", std::max<int64_t>(0, min_props - 1))
-                        : fmt::format("{{{},{}}}", std::max<int64_t>(0, min_props - 1), std::max<int64_t>(0, max_props - 1));
+      const int64_t more_min = std::max<int64_t>(0, min_props - 1);
+      const std::string more = max_props < 0 ? fmt::format("{{{},}}", more_min)
+                                             : fmt::format("{{{},{}}}", more_min, std::max<int64_t>(0, max_props - 1));
       const std::string list = kv + " (ws \",\" ws " + kv + ")" + more;
       if (max_props == 0) return std::string("\"{\" ws \"}\"");
       return AddRule("map", "\"{\" ws " + (min_props > 0 ? list : "(" + list + ")?") + " ws \"}\"");
@@ -362,7 +362,8 @@ class SchemaCompiler {
           alts = "\"\"";
         } else {
           const std::string sep = n_req + c > 0 ? "ws \",\" ws " : "";
-          if (c + 1 <= k_max && names.count({i + 1, c + 1})) alts = sep + opt[static_cast<size_t>(i)] + " " + names[{i + 1, c + 1}];
+          if (c + 1 <= k_max && names.count({i + 1, c + 1}))
+            alts = sep + opt[static_cast<size_t>(i)] + " " + names[{i + 1, c + 1}];
           if (names.count({i + 1, c})) alts += (alts.empty() ? "" : " | ") + names[{i + 1, c}];
         }
         if (alts.empty()) continue;
@@ -475,7 +476,10 @@ class SchemaCompiler {
       multiple = static_cast<int64_t>(k);
       integer = true;  // a multiple of an integer is an integer (and a valid number)
     }
-    if (!lo && !hi) return multiple == 1 ? std::string(integer ? "json-integer" : "json-number") : Multiples(multiple, path);
+    if (!lo && !hi) {
+      if (multiple > 1) return Multiples(multiple, path);
+      return std::string(integer ? "json-integer" : "json-number");
+    }
     // Integers in the range; for numbers also x.fraction with x in [lo, hi - 1] when lo >= 0 (then x.fraction
     // lies in [x, x + 1), inside the range).
     const int64_t kInf = INT64_MAX;
@@ -493,7 +497,8 @@ class SchemaCompiler {
       if (first > last) return Fail(path + "/multipleOf", "the range holds no multiple of multipleOf");
       if (last - first >= 1000) return Fail(path + "/multipleOf", "multipleOf with over 1000 values in the range");
       std::string out;
-      for (int64_t q = first; q <= last; ++q) out += (q == first ? "" : " | ") + GbnfLiteral(std::to_string(q * multiple));
+      for (int64_t q = first; q <= last; ++q)
+        out += (q == first ? "" : " | ") + GbnfLiteral(std::to_string(q * multiple));
       return AddRule("multiple", out);
     }
     std::vector<std::string> alts;
@@ -511,54 +516,43 @@ class SchemaCompiler {
   }
 
   // The integers divisible by k (up to 16 digits), by the remainder of the digits read so far: one rule per
-  // (remainder, digits written) from which a multiple can still be finished.
+  // (digits written, remainder) from which a multiple can still be finished.
   Result<std::string> Multiples(int64_t k, const std::string& path) {
     if (k > 100) return Fail(path + "/multipleOf", "multipleOf above 100 without a bounded range is not supported");
-    const int kDigits = kMaxDigits;
-    // done[l][r]: a multiple can be finished from remainder r with l digits written.
-    std::vector<std::vector<bool>> done(kDigits + 1, std::vector<bool>(static_cast<size_t>(k), false));
-    for (int l = kDigits; l >= 1; --l)
-      for (int64_t r = 0; r < k; ++r) {
+    const size_t n = static_cast<size_t>(k), digits = kMaxDigits;
+    // live[l][r]: with l digits written and remainder r, a multiple can still be finished.
+    std::vector<std::vector<bool>> live(digits + 1, std::vector<bool>(n, false));
+    for (size_t l = digits; l >= 1; --l)
+      for (size_t r = 0; r < n; ++r) {
         bool ok = r == 0;
-        for (int d = 0; d < 10 && !ok && l < kDigits; ++d) ok = done[static_cast<size_t>(l + 1)][static_cast<size_t>((r * 10 + d) % k)];
-        done[static_cast<size_t>(l)][static_cast<size_t>(r)] = ok;
+        for (size_t d = 0; d < 10 && !ok && l < digits; ++d) ok = live[l + 1][(r * 10 + d) % n];
+        live[l][r] = ok;
       }
-    std::vector<std::vector<std::string>> names(kDigits + 1, std::vector<std::string>(static_cast<size_t>(k)));
     const int id = counter_++;
-    for (int l = 1; l <= kDigits; ++l)
-      for (int64_t r = 0; r < k; ++r)
-        if (done[static_cast<size_t>(l)][static_cast<size_t>(r)]) names[static_cast<size_t>(l)][static_cast<size_t>(r)] = fmt::format("{}mult-{}-{}-{}-{}", prefix_, k, id, l, r);
-    auto next_alts = [&](int l, int64_t r, int first_digit) {
-      // Digits grouped by the state they lead to.
+    auto name = [&](size_t l, size_t r) {
+      return live[l][r] ? fmt::format("{}mult-{}-{}-{}-{}", prefix_, k, id, l, r) : std::string();
+    };
+    // The digits [from, 9] after remainder r (l digits written), grouped by the state they lead to.
+    auto steps = [&](size_t l, size_t r, int from) {
       std::map<std::string, std::string> by_target;
-      for (int d = first_digit; d < 10; ++d) {
-        const std::string& t = names[static_cast<size_t>(l + 1)][static_cast<size_t>((r * 10 + d) % k)];
-        if (!t.empty()) by_target[t] += static_cast<char>('0' + d);
+      for (int d = from; d < 10; ++d) {
+        const std::string target = name(l + 1, (r * 10 + static_cast<size_t>(d)) % n);
+        if (!target.empty()) by_target[target] += static_cast<char>('0' + d);
       }
       std::string out;
-      for (const auto& [target, digits] : by_target) out += (out.empty() ? "" : " | ") + fmt::format("[{}] {}", digits, target);
+      for (const auto& [target, ds] : by_target) out += (out.empty() ? "" : " | ") + fmt::format("[{}] {}", ds, target);
       return out;
     };
-    for (int l = 1; l <= kDigits; ++l)
-      for (int64_t r = 0; r < k; ++r) {
-        const std::string& name = names[static_cast<size_t>(l)][static_cast<size_t>(r)];
-        if (name.empty()) continue;
+    for (size_t l = 1; l <= digits; ++l)
+      for (size_t r = 0; r < n; ++r) {
+        if (!live[l][r]) continue;
         std::string alts = r == 0 ? "\"\"" : "";
-        if (l < kDigits) {
-          const std::string more = next_alts(l, r, 0);
-          if (!more.empty()) alts += (alts.empty() ? "" : " | ") + more;
-        }
-        rules_ += name + " ::= " + alts + "\n";
+        const std::string more = l < digits ? steps(l, r, 0) : "";
+        if (!more.empty()) alts += (alts.empty() ? "" : " | ") + more;
+        rules_ += name(l, r) + " ::= " + alts + "\n";
       }
-    // The first digit is 1-9 (no leading zeros), as a state of 0 digits written.
-    std::map<std::string, std::string> by_target;
-    for (int d = 1; d < 10; ++d) {
-      const std::string& t = names[1][static_cast<size_t>(d % k)];
-      if (!t.empty()) by_target[t] += static_cast<char>('0' + d);
-    }
-    std::string first;
-    for (const auto& [target, digits] : by_target) first += (first.empty() ? "" : " | ") + fmt::format("[{}] {}", digits, target);
-    return AddRule("multiple", "\"0\" | \"-\"? (" + first + ")");
+    // The first digit is 1-9 (no leading zeros): a step from 0 digits written, remainder 0.
+    return AddRule("multiple", "\"0\" | \"-\"? (" + steps(0, 0, 1) + ")");
   }
 
   const json::value& root_;

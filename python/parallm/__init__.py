@@ -19,10 +19,11 @@ from ._parallm import __version__
 from .async_llm import AsyncLLM
 from .llm import LLM
 from .lora import LoRARequest
-from .outputs import CompletionOutput, Logprob, RequestOutput
-from .sampling_params import SamplingParams
+from .outputs import CompletionOutput, FunctionCall, Logprob, RequestOutput, ToolCall
+from .sampling_params import GuidedDecodingParams, SamplingParams, StructuredOutputsParams
 from .tokenizer import Tokenizer
 from .utils import batch_generate, generate, load, stream_generate
 
-__all__ = ["LLM", "AsyncLLM", "LoRARequest", "SamplingParams", "RequestOutput", "CompletionOutput", "Logprob", "Tokenizer",
+__all__ = ["LLM", "AsyncLLM", "LoRARequest", "SamplingParams", "StructuredOutputsParams", "GuidedDecodingParams",
+           "RequestOutput", "CompletionOutput", "Logprob", "ToolCall", "FunctionCall", "Tokenizer",
            "load", "generate", "stream_generate", "batch_generate", "__version__"]

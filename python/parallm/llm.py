@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _parallm
 from .lora import LoRARequest
-from .outputs import CompletionOutput, RequestOutput, _cumulative, _logprobs
+from .outputs import CompletionOutput, FunctionCall, RequestOutput, ToolCall, _cumulative, _logprobs
 from .sampling_params import SamplingParams
 from .tokenizer import Conversation, Tokenizer
 
@@ -21,6 +21,15 @@ __all__ = ["LLM"]
 _POLL_SECONDS = 0.1
 
 PromptType = Union[str, Sequence[int], Dict[str, Any]]
+
+
+@dataclass
+class _ToolRequest:
+    """LLM.chat's tools: the request's tool fields as JSON, the call format, a forced call's opening."""
+    body: str
+    parser: str
+    opening: str
+    single_call: bool
 
 
 @dataclass
@@ -105,6 +114,7 @@ class LLM:
             kv_cache_dtype=kv_cache_dtype)
         self._tokenizer = Tokenizer(self._engine.tokenizer)
         self._request_ids = itertools.count()
+        self._grammar_compiler: Optional[Any] = None
 
     # -- the model -----------------------------------------------------------------------------------------------
     def get_tokenizer(self) -> Tokenizer:
@@ -164,24 +174,52 @@ class LLM:
              sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
              use_tqdm: bool = False, *, add_generation_prompt: bool = True,
              tools: Optional[List[Dict[str, Any]]] = None,
-             chat_template_kwargs: Optional[Dict[str, Any]] = None) -> List[RequestOutput]:
+             chat_template_kwargs: Optional[Dict[str, Any]] = None,
+             tool_choice: Union[str, Dict[str, Any], None] = None, parallel_tool_calls: bool = True,
+             tool_parser: Optional[str] = None) -> List[RequestOutput]:
         """Like generate(), for chat conversations rendered through the model's chat template.
 
         Args:
             messages: one conversation ([{"role": "user", "content": "Hi"}, ...]) or a list of them.
             sampling_params: one for all, or one per conversation.
             add_generation_prompt: end the prompt where the assistant's answer starts.
-            tools: tool definitions, passed to the template.
+            tools: tool definitions (OpenAI's [{"type": "function", "function": {...}}]), passed to the template;
+                the answers are parsed for calls, which come back as each CompletionOutput's ``tool_calls``.
             chat_template_kwargs: other template variables.
+            tool_choice: as OpenAI's API: "auto" (the default with tools: the model decides), "none" (the answer
+                is text), "required" (one or more calls) or {"type": "function", "function": {"name": ...}}.
+                "required" and a named function are constrained by a grammar: the answer is a valid call in the
+                model's format, its arguments following the function's ``parameters`` schema; so are, under
+                "auto", the calls of functions marked ``"strict": true`` (hermes format only).
+            parallel_tool_calls: False: at most one call per answer.
+            tool_parser: the model's call format, "hermes" (Qwen, Hermes), "llama3_json" or "mistral"; default:
+                the one the chat template shows.
+
+        Raises ValueError for bad tools or tool_choice (naming what is wrong), or when the call format is unknown.
         """
         conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
+        tool_request = None
+        if tools:
+            if tool_parser is None:
+                tool_parser = _parallm.detect_tool_parser(self._engine.tokenizer)
+                tool_parser = "" if tool_parser == "none" else tool_parser
+        if tools and (tool_parser or tool_choice is not None):
+            # (A template whose call format is unknown, with no tool_choice asked: tools only reach the template.)
+            body = json.dumps({"tools": tools, "tool_choice": "auto" if tool_choice is None else tool_choice,
+                               "parallel_tool_calls": parallel_tool_calls})
+            # Checks the tools and compiles the grammar once (the compiler caches it for every request).
+            opening = self._grammars().apply_tools(_parallm.SamplingParams(), body, tool_parser)
+            if tool_choice != "none":
+                tool_request = _ToolRequest(body, tool_parser, opening, not parallel_tool_calls)
         items = []
         for conversation in conversations:
             text = self._tokenizer.render_chat(conversation, tools=tools,
                                                add_generation_prompt=add_generation_prompt,
                                                **(chat_template_kwargs or {}))
+            # A forced call's opening ends the prompt: the answer goes on from inside the call.
+            text += tool_request.opening if tool_request else ""
             items.append(_Prompt(text, self._tokenizer.encode(text, add_special_tokens=False)))
-        return self._generate(items, sampling_params, use_tqdm)
+        return self._generate(items, sampling_params, use_tqdm, tools=tool_request)
 
     def stream_generate(self, prompt: PromptType, sampling_params: Optional[SamplingParams] = None) -> Iterator[str]:
         """Yields the text of one completion as it is generated (n must be 1). The pieces concatenate to the
@@ -230,13 +268,24 @@ class LLM:
                 raise TypeError(f"sampling_params must hold SamplingParams, not {type(p).__name__}")
         return params
 
-    def _native(self, items: List[_Prompt], params: List[SamplingParams]) -> list:
+    def _grammars(self) -> Any:
+        """The model's grammar compiler (structured outputs, tool choices), made on first use."""
+        if self._grammar_compiler is None:
+            self._grammar_compiler = _parallm.Grammars(self._engine.tokenizer, self._engine.vocab_size)
+        return self._grammar_compiler
+
+    def _native(self, items: List[_Prompt], params: List[SamplingParams],
+                tools: Optional[_ToolRequest] = None) -> list:
         """The engine's parameters per prompt, each request checked as the engine will (nothing runs if one
         fails)."""
         natives = []
         for i, (item, p) in enumerate(zip(items, params)):
             native = p._to_engine(len(item.token_ids), self._engine.max_model_len)
             try:
+                if p.structured_outputs is not None:
+                    self._grammars().apply_structured_outputs(native, json.dumps(p.structured_outputs._request()))
+                if tools is not None:
+                    self._grammars().apply_tools(native, tools.body, tools.parser)
                 self._engine.validate(item.token_ids, native)
             except ValueError as e:
                 raise ValueError(f"prompt {i}: {e}") from None
@@ -244,9 +293,9 @@ class LLM:
         return natives
 
     def _generate(self, items: List[_Prompt], sampling_params: Any, use_tqdm: bool,
-                  lora_request: Any = None) -> List[RequestOutput]:
+                  lora_request: Any = None, tools: Optional[_ToolRequest] = None) -> List[RequestOutput]:
         params = self._engine_params(items, sampling_params)
-        natives = self._native(items, params)
+        natives = self._native(items, params, tools)
         if lora_request is None or isinstance(lora_request, LoRARequest):
             loras = [lora_request] * len(items)
         else:
@@ -255,7 +304,7 @@ class LLM:
                 raise ValueError(f"{len(loras)} lora_requests for {len(items)} prompts (give one, or one per prompt)")
         progress = _Progress(len(items), "generate") if use_tqdm and items else None
         finished = self._run(items, natives, progress, loras)
-        return [self._output(str(next(self._request_ids)), item, f, p)
+        return [self._output(str(next(self._request_ids)), item, f, p, tools)
                 for item, f, p in zip(items, finished, params)]
 
     def _run(self, items: List[_Prompt], natives: list, progress: Optional[_Progress] = None,
@@ -297,16 +346,26 @@ class LLM:
         request = self._engine.submit(collector, 0, item.token_ids, native)
         return _DeltaStream(self._engine, collector, request)
 
-    def _output(self, request_id: str, item: _Prompt, f: Any, params: SamplingParams) -> RequestOutput:
+    def _output(self, request_id: str, item: _Prompt, f: Any, params: SamplingParams,
+                tools: Optional[_ToolRequest] = None) -> RequestOutput:
         decode = self._decode_one
         outputs = []
         for c in f.choices:
             samples = c.samples if params.logprobs is not None else []
-            outputs.append(CompletionOutput(
+            out = CompletionOutput(
                 index=c.index, text=c.text, token_ids=list(c.token_ids),
                 cumulative_logprob=_cumulative(samples, params.logprobs),
                 logprobs=_logprobs(samples, params.logprobs, decode),
-                finish_reason=c.finish_reason or None))
+                finish_reason=c.finish_reason or None)
+            if tools is not None:
+                # As the server's chat API: content and calls; a forced answer is calls only. A forced answer cut
+                # short (max_tokens, a stop string) keeps its text and has no calls.
+                content, calls = _parallm.parse_tool_calls(tools.parser, c.text, tools.opening, tools.single_call)
+                out.tool_calls = [ToolCall(id=i, function=FunctionCall(name=n, arguments=a)) for i, n, a in calls]
+                if calls:
+                    out.text = "" if tools.opening else content
+                    out.finish_reason = "tool_calls"
+            outputs.append(out)
         return RequestOutput(request_id=request_id, prompt=item.text, prompt_token_ids=item.token_ids,
                              outputs=outputs, finished=True, num_cached_tokens=f.cached_tokens,
                              metrics={"time_to_first_token": f.ttft_seconds, "latency": f.total_seconds})

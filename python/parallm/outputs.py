@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-__all__ = ["Logprob", "CompletionOutput", "RequestOutput"]
+__all__ = ["Logprob", "FunctionCall", "ToolCall", "CompletionOutput", "RequestOutput"]
 
 
 @dataclass
@@ -19,6 +19,21 @@ class Logprob:
 
 
 @dataclass
+class FunctionCall:
+    """The function a tool call names, and its arguments as JSON text (OpenAI's shape)."""
+    name: str
+    arguments: str
+
+
+@dataclass
+class ToolCall:
+    """One call the model made (LLM.chat with tools), in OpenAI's and vLLM's shape."""
+    id: str
+    function: FunctionCall
+    type: str = "function"
+
+
+@dataclass
 class CompletionOutput:
     """One of a prompt's n completions.
 
@@ -30,7 +45,9 @@ class CompletionOutput:
         logprobs: per generated token, {token id: Logprob} for the sampled token and the top ones asked for
             (None unless SamplingParams.logprobs was set).
         finish_reason: "stop" (EOS, a stop token or string), "length" (max_tokens or the context), "abort"
-            (cancelled), or None while running.
+            (cancelled), "tool_calls" (LLM.chat with tools: the answer called tools), or None while running.
+        tool_calls: LLM.chat with tools: the calls the answer made (then `text` is only the content around them,
+            "" for a forced tool_choice); None otherwise.
     """
     index: int
     text: str
@@ -39,6 +56,7 @@ class CompletionOutput:
     logprobs: Optional[List[Dict[int, Logprob]]]
     finish_reason: Optional[str] = None
     stop_reason: Optional[str] = None
+    tool_calls: Optional[List[ToolCall]] = None
 
     def finished(self) -> bool:
         return self.finish_reason is not None

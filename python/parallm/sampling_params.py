@@ -1,11 +1,12 @@
 """SamplingParams: how one request picks its tokens and when it stops, with vLLM's names and defaults."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Union
+import dataclasses
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _parallm
 
-__all__ = ["SamplingParams"]
+__all__ = ["SamplingParams", "StructuredOutputsParams", "GuidedDecodingParams"]
 
 
 def _number(name: str, value, allow_none: bool = False) -> Optional[float]:
@@ -22,6 +23,56 @@ def _integer(name: str, value, allow_none: bool = False) -> Optional[int]:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"SamplingParams.{name} must be an int, not {type(value).__name__}")
     return int(value)
+
+
+@dataclasses.dataclass
+class StructuredOutputsParams:
+    """A constraint on the output, as vLLM's ``StructuredOutputsParams``: give exactly one of ``json`` (a JSON Schema
+    as a dict or JSON text, or a pydantic model class), ``regex``, ``choice`` (the output is one of these strings),
+    ``grammar`` (GBNF, as llama.cpp writes it) or ``json_object=True`` (any JSON object or array).
+
+    Each step's logits are masked to the tokens that keep the output inside the constraint, so even a weak model's
+    output parses. The whitespace and fallback options are accepted for compatibility and change nothing
+    (parallm's JSON grammars always allow bounded whitespace, and there is no other backend to fall back to);
+    ``structural_tag`` is refused when the request is made.
+    """
+    json: Union[str, Dict[str, Any], Any, None] = None
+    regex: Optional[str] = None
+    choice: Optional[List[str]] = None
+    grammar: Optional[str] = None
+    json_object: Optional[bool] = None
+    disable_fallback: bool = False
+    disable_any_whitespace: bool = False
+    disable_additional_properties: bool = False
+    whitespace_pattern: Optional[str] = None
+    structural_tag: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        given = [name for name in ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
+                 if getattr(self, name) not in (None, False)]
+        if len(given) > 1:
+            raise ValueError("You can only use one kind of structured outputs constraint but multiple are "
+                             f"specified: {', '.join(given)}")
+        if not given:
+            raise ValueError("StructuredOutputsParams needs one of json, regex, choice, grammar or json_object")
+
+    def _request(self) -> Dict[str, Any]:
+        """The request's `structured_outputs` field as the server reads it (a subclass's own fields left out)."""
+        fields: Dict[str, Any] = {}
+        for f in dataclasses.fields(StructuredOutputsParams):
+            value = getattr(self, f.name)
+            if f.name == "json" and hasattr(value, "model_json_schema"):
+                value = value.model_json_schema()  # a pydantic model class
+            if value is not None and value is not False:
+                fields[f.name] = value
+        return {"structured_outputs": fields}
+
+
+@dataclasses.dataclass
+class GuidedDecodingParams(StructuredOutputsParams):
+    """vLLM's older name for StructuredOutputsParams (``SamplingParams(guided_decoding=...)``); ``backend`` is
+    accepted and ignored (parallm has one grammar engine)."""
+    backend: Optional[str] = None
 
 
 class SamplingParams:
@@ -43,6 +94,8 @@ class SamplingParams:
         max_tokens: tokens to generate at most; None: as many as the context leaves after the prompt.
         logprobs: None for none; 0 for the sampled token's logprob; k > 0 also the k most likely tokens.
         logit_bias: token id -> value added to its logit.
+        structured_outputs: a StructuredOutputsParams the output must follow (JSON Schema, regex, choice, grammar).
+        guided_decoding: the same under vLLM's older name (a GuidedDecodingParams); give one of the two.
 
     Ranges (temperature >= 0, 0 < top_p <= 1, ...) are checked by the engine when a request is made; a bad value
     raises ValueError naming the field.
@@ -50,14 +103,16 @@ class SamplingParams:
 
     __slots__ = ("n", "presence_penalty", "frequency_penalty", "repetition_penalty", "temperature", "top_p",
                  "top_k", "min_p", "seed", "stop", "stop_token_ids", "ignore_eos", "max_tokens", "logprobs",
-                 "logit_bias")
+                 "logit_bias", "structured_outputs")
 
     def __init__(self, *, n: int = 1, presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
                  repetition_penalty: float = 1.0, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
                  min_p: float = 0.0, seed: Optional[int] = None, stop: Union[None, str, Sequence[str]] = None,
                  stop_token_ids: Optional[Sequence[int]] = None, ignore_eos: bool = False,
                  max_tokens: Optional[int] = 16, logprobs: Optional[int] = None,
-                 logit_bias: Optional[Dict[int, float]] = None) -> None:
+                 logit_bias: Optional[Dict[int, float]] = None,
+                 structured_outputs: Optional[StructuredOutputsParams] = None,
+                 guided_decoding: Optional[StructuredOutputsParams] = None) -> None:
         self.n = _integer("n", n)
         self.presence_penalty = _number("presence_penalty", presence_penalty)
         self.frequency_penalty = _number("frequency_penalty", frequency_penalty)
@@ -87,6 +142,18 @@ class SamplingParams:
             # JSON clients send token ids as strings, as OpenAI's API does.
             key = int(token) if isinstance(token, str) and token.lstrip("-").isdigit() else token
             self.logit_bias[_integer("logit_bias key", key)] = _number("logit_bias value", bias)
+        if structured_outputs is not None and guided_decoding is not None:
+            raise ValueError("give structured_outputs or guided_decoding (its older name), not both")
+        constraint = structured_outputs if structured_outputs is not None else guided_decoding
+        if constraint is not None and not isinstance(constraint, StructuredOutputsParams):
+            raise TypeError("SamplingParams.structured_outputs must be a StructuredOutputsParams, not "
+                            f"{type(constraint).__name__}")
+        self.structured_outputs: Optional[StructuredOutputsParams] = constraint
+
+    @property
+    def guided_decoding(self) -> Optional[StructuredOutputsParams]:
+        """vLLM's older name for structured_outputs."""
+        return self.structured_outputs
 
     def clone(self) -> "SamplingParams":
         """A copy that can be changed without changing this one."""

@@ -15,6 +15,7 @@ struct FileNotFound : std::runtime_error {
 
 void BindCollector(pybind11::module_& m);
 void BindEngine(pybind11::module_& m);
+void BindStructured(pybind11::module_& m);
 void BindTokenizer(pybind11::module_& m);
 
 }  // namespace parallm::python

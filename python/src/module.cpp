@@ -17,4 +17,5 @@ PYBIND11_MODULE(_parallm, m) {
   parallm::python::BindCollector(m);
   parallm::python::BindTokenizer(m);
   parallm::python::BindEngine(m);
+  parallm::python::BindStructured(m);
 }

@@ -109,6 +109,92 @@ def test_stop_strings_and_logprobs(llm):
     assert math.isclose(out.cumulative_logprob, total, rel_tol=1e-5)
 
 
+def test_structured_outputs_equal_cli_batch(cli, qwen3_model, llm, workdir):
+    """SamplingParams(structured_outputs=...) and vLLM's older guided_decoding=... constrain the output as
+    `parallm batch`'s structured_outputs do: the same outputs, each following its constraint (the random-weight
+    model cannot on its own)."""
+    import re
+    import jsonschema
+    schema = {"type": "object", "required": ["name", "age"], "additionalProperties": False,
+              "properties": {"name": {"type": "string", "maxLength": 6}, "age": {"type": "integer", "minimum": 0,
+                                                                               "maximum": 120},
+                             "pets": {"type": "array", "items": {"enum": ["cat", "dog"]}, "maxItems": 2}}}
+    grammar = 'root ::= "x" [0-9]{1,2} ("!" | "?")'
+    specs = [({"json": schema}, lambda: parallm.StructuredOutputsParams(json=schema)),
+             ({"json": schema}, lambda: parallm.GuidedDecodingParams(json=json.dumps(schema), backend="xgrammar")),
+             ({"regex": "[a-z]{2,5}-[0-9]{1,3}"}, lambda: parallm.GuidedDecodingParams(regex="[a-z]{2,5}-[0-9]{1,3}")),
+             ({"choice": ["yes", "no", "maybe"]}, lambda: parallm.StructuredOutputsParams(choice=["yes", "no", "maybe"])),
+             ({"grammar": grammar}, lambda: parallm.StructuredOutputsParams(grammar=grammar))]
+    requests = [{"id": f"s{i}", "prompt": "Once upon a time", "max_tokens": 120, "temperature": 1.0, "seed": i,
+                 "structured_outputs": spec} for i, (spec, _) in enumerate(specs)]
+    expected = cli_batch(cli, qwen3_model, requests, workdir)
+    params = []
+    for i, (_, make) in enumerate(specs):
+        constraint = make()
+        key = "guided_decoding" if isinstance(constraint, parallm.GuidedDecodingParams) else "structured_outputs"
+        params.append(parallm.SamplingParams(max_tokens=120, temperature=1.0, seed=i, **{key: constraint}))
+    outputs = llm.generate(["Once upon a time"] * len(specs), params)
+    assert params[1].guided_decoding is params[1].structured_outputs
+    for request, out in zip(requests, outputs):
+        rec, text = expected[request["id"]], out.outputs[0].text
+        assert text == rec["text"] and out.outputs[0].finish_reason == "stop", (request, text, rec)
+        spec = request["structured_outputs"]
+        if "json" in spec:
+            jsonschema.validate(json.loads(text), schema)
+        elif "regex" in spec:
+            assert re.fullmatch(spec["regex"], text), text
+        elif "choice" in spec:
+            assert text in spec["choice"], text
+        else:
+            assert re.fullmatch(r"x[0-9]{1,2}[!?]", text), text
+    # Errors: two constraints, a schema keyword the compiler refuses (named with its path), a wrong type.
+    with pytest.raises(ValueError, match="only use one kind"):
+        parallm.StructuredOutputsParams(json=schema, regex="a")
+    bad = parallm.StructuredOutputsParams(json={"type": "array", "uniqueItems": True})
+    with pytest.raises(ValueError, match="prompt 0: .*'uniqueItems' at #"):
+        llm.generate("x", parallm.SamplingParams(structured_outputs=bad))
+    with pytest.raises(TypeError):
+        parallm.SamplingParams(structured_outputs={"json": schema})
+
+
+def test_chat_tool_calls_equal_cli_batch(cli, qwen3_model, llm, workdir):
+    """LLM.chat(tools=..., tool_choice=...) answers with parsed tool calls, as `parallm batch` does; "required"
+    and a named function are valid calls whose arguments follow the function's schema, on a random-weight model."""
+    import jsonschema
+    schemas = {"get_weather": {"type": "object", "required": ["city"], "additionalProperties": False,
+                               "properties": {"city": {"type": "string", "maxLength": 5},
+                                              "unit": {"enum": ["c", "f"]}}},
+               "add": {"type": "object", "required": ["a", "b"],
+                       "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 99},
+                                      "b": {"type": "integer", "minimum": 0, "maximum": 99}}}}
+    tools = [{"type": "function", "function": {"name": n, "parameters": p}} for n, p in schemas.items()]
+    ask = [{"role": "user", "content": "What is 2 + 3?"}]
+    choices = ["required", {"type": "function", "function": {"name": "add"}}]
+    requests = [{"id": f"t{i}", "messages": ask, "tools": tools, "tool_choice": c, "max_tokens": 200,
+                 "temperature": 1.0, "seed": i, "parallel_tool_calls": False} for i, c in enumerate(choices)]
+    expected = cli_batch(cli, qwen3_model, requests, workdir)
+    for i, (choice, request) in enumerate(zip(choices, requests)):
+        out = llm.chat(ask, parallm.SamplingParams(max_tokens=200, temperature=1.0, seed=i), tools=tools,
+                       tool_choice=choice, parallel_tool_calls=False)[0].outputs[0]
+        rec = expected[request["id"]]
+        assert out.finish_reason == "tool_calls" == rec["finish_reason"] and out.text == "", (out, rec)
+        assert [(c.function.name, c.function.arguments) for c in out.tool_calls] == \
+            [(c["function"]["name"], c["function"]["arguments"]) for c in rec["tool_calls"]]
+        (call,) = out.tool_calls
+        assert call.type == "function" and call.id.startswith("call_")
+        assert isinstance(choice, str) or call.function.name == "add"
+        jsonschema.validate(json.loads(call.function.arguments), schemas[call.function.name])
+    # "auto" (the default): whatever the model wrote, parsed (no call here: the text is the content).
+    auto = llm.chat(ask, parallm.SamplingParams(max_tokens=8, temperature=0), tools=tools)[0].outputs[0]
+    assert auto.tool_calls == [] and auto.finish_reason != "tool_calls"
+    plain = llm.chat(ask, parallm.SamplingParams(max_tokens=8, temperature=0))[0].outputs[0]
+    assert plain.tool_calls is None
+    with pytest.raises(ValueError, match="nope"):
+        llm.chat(ask, tools=tools, tool_choice={"type": "function", "function": {"name": "nope"}})
+    with pytest.raises(ValueError, match="unknown tool_parser 'bogus'"):
+        llm.chat(ask, tools=tools, tool_choice="required", tool_parser="bogus")
+
+
 def test_prompt_forms(llm):
     tok = llm.get_tokenizer()
     p = parallm.SamplingParams(temperature=0, max_tokens=5, ignore_eos=True)

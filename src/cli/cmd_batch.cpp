@@ -197,7 +197,8 @@ int Run(const BatchOptions& o) {
           j["tool_calls"] = std::move(calls);
           j["finish_reason"] = "tool_calls";
         } else if (!r.tool_opening.empty()) {
-          j["error"] = "tool_choice asked for a call, but the answer is not a valid tool call";
+          j["error"] = "tool_choice asked for a call, but the answer ended before a complete tool call (max_tokens or "
+                       "a stop string cut it)";
         }
       }
       return j;

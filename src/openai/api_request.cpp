@@ -6,6 +6,7 @@
 
 #include "openai/request_json.h"
 #include "openai/structured_request.h"
+#include "openai/tool_grammar.h"
 #include "util/strings.h"
 
 namespace parallm::openai {
@@ -113,11 +114,11 @@ std::optional<ApiError> NormalizeContent(boost::json::object& message, size_t in
 }  // namespace
 
 std::string ParamOfMessage(std::string_view message) {
-  static constexpr std::array<std::string_view, 27> kFields = {
+  static constexpr std::array<std::string_view, 29> kFields = {
       "max_tokens", "n",  "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
       "repetition_penalty", "seed", "ignore_eos", "logprobs", "top_logprobs", "logit_bias", "stop",
       "stop_token_ids", "prompt", "messages", "model", "stream", "max_completion_tokens", "response_format",
-      "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar"};
+      "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar", "tools", "tool_choice"};
   std::string_view word = message;
   if (!word.empty() && word.front() == '\'') word.remove_prefix(1);
   const size_t end = word.find_first_not_of("abcdefghijklmnopqrstuvwxyz_");
@@ -255,6 +256,9 @@ ParsedRequest ParseChatRequest(std::string_view body, const ParseContext& contex
   if (r.tools.parses_calls()) r.tool_parser = context.tool_parser;
   if (r.tools.parses_calls() && r.tool_parser == ToolParser::kNone)
     return BadRequest("no tool-call parser: give --tool-call-parser", "tool_choice");
+  // "required" and named calls (and strict ones under "auto") are valid calls by construction: the grammar masks.
+  if (Status st = ApplyToolChoiceGrammar(r.tool_parser, r.tools, context.grammars, &r.params); !st.ok())
+    return FromStatus(st);
   if (context.text == nullptr || !context.text->has_tokenizer())
     return BadRequest("this model has no tokenizer, so it cannot take chat messages", "messages");
   boost::json::object extra;

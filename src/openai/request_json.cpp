@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "openai/structured_request.h"
+#include "openai/tool_grammar.h"
 
 namespace parallm::openai {
 namespace {
@@ -176,6 +177,7 @@ Result<BatchRequest> ParseBatchLine(const std::string& line, int line_no, int32_
   if (r.prompt.empty()) return Err("the prompt is empty");
   PARALLM_ASSIGN_OR_RETURN(r.params, ParseSamplingParams(o));
   PARALLM_RETURN_IF_ERROR(ApplyStructuredOutput(o, grammars, &r.params));
+  PARALLM_RETURN_IF_ERROR(ApplyToolChoiceGrammar(r.tool_parser, r.tools, grammars, &r.params));
   PARALLM_RETURN_IF_ERROR(r.params.Validate(vocab_size));
   return r;
 }

@@ -1,6 +1,7 @@
 // Tool-call parsing for the hermes, llama3_json and mistral formats: one incremental state machine over the text.
 #include "openai/tool_parser.h"
 
+#include <cctype>
 #include <random>
 
 #include <boost/json.hpp>
@@ -13,6 +14,7 @@ constexpr std::string_view kHermesStart = "<tool_call>";
 constexpr std::string_view kHermesEnd = "</tool_call>";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 constexpr std::string_view kMistralStart = "[TOOL_CALLS]";
+constexpr std::string_view kMistralArgs = "[ARGS]";
 
 bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
@@ -205,7 +207,7 @@ ToolCallStream::Read ToolCallStream::ReadCalls(bool final, std::vector<ToolCall>
         return PartialMarker(rest, kMistralStart) ? need_more_or(Read::kNotACall) : Read::kNotACall;
       const size_t a = SkipSpace(s, i + kMistralStart.size());
       if (a == s.size()) return need_more_or(Read::kNotACall);
-      if (s[a] != '[') return Read::kNotACall;
+      if (s[a] != '[') return ReadMistralV11(a, final, calls, end);
       const size_t e = CompoundEnd(s, a);
       if (e == std::string_view::npos) return need_more_or(Read::kNotACall);
       boost::system::error_code ec;
@@ -251,6 +253,34 @@ ToolCallStream::Read ToolCallStream::ReadCalls(bool final, std::vector<ToolCall>
     case ToolParser::kNone: break;
   }
   return Read::kNotACall;
+}
+
+// Mistral's tokenizers from v11 on write each call as `[TOOL_CALLS]NAME[ARGS]{...}` (or without [ARGS]), one
+// marker per call; `a` is just past the marker.
+ToolCallStream::Read ToolCallStream::ReadMistralV11(size_t a, bool final, std::vector<ToolCall>* calls,
+                                                    size_t* end) const {
+  const std::string_view s = text_;
+  auto need_more_or = [&](Read otherwise) { return final ? otherwise : Read::kNeedMore; };
+  size_t k = a;
+  while (k < s.size() && (std::isalnum(static_cast<unsigned char>(s[k])) || s[k] == '_' || s[k] == '-')) ++k;
+  if (k == a) return Read::kNotACall;
+  const std::string name(s.substr(a, k - a));
+  if (s.substr(k, kMistralArgs.size()) == kMistralArgs) {
+    k += kMistralArgs.size();
+  } else if (PartialMarker(s.substr(k), kMistralArgs)) {
+    return need_more_or(Read::kNotACall);
+  }
+  k = SkipSpace(s, k);
+  if (k == s.size()) return need_more_or(Read::kNotACall);
+  if (s[k] != '{') return Read::kNotACall;
+  const size_t e = CompoundEnd(s, k);
+  if (e == std::string_view::npos) return need_more_or(Read::kNotACall);
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(s.substr(k, e - k), ec);
+  if (ec || !v.is_object()) return Read::kNotACall;
+  calls->push_back({name, std::string(s.substr(k, e - k))});
+  *end = e;
+  return Read::kCalls;
 }
 
 ToolCallStream::Output ToolCallStream::Add(std::string_view text, bool final) {

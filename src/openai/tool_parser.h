@@ -1,7 +1,8 @@
 // Tool-call parsers: find the function calls in a model's generated text, per model family as vLLM names them
 // (`hermes`: Qwen2.5/Qwen3/Hermes `<tool_call>{json}</tool_call>`; `llama3_json`: Llama 3.1/3.2 JSON
 // `{"name", "parameters"}` possibly after `<|python_tag|>`, several separated by ';'; `mistral`:
-// `[TOOL_CALLS][{"name", "arguments"}, ...]`), whole or as the text streams in.
+// `[TOOL_CALLS][{"name", "arguments"}, ...]`, or from Mistral's v11 tokenizers on `[TOOL_CALLS]NAME[ARGS]{...}`
+// per call, [ARGS] optional), whole or as the text streams in.
 //
 // One state machine serves both, so streamed deltas always reassemble to the whole answer: text before the first
 // call is content; then calls are read one at a time, each held back until it is complete and parses (a call is
@@ -60,6 +61,7 @@ class ToolCallStream {
   enum class Phase { kContent, kCalls, kTail, kDone };
   enum class Read { kNeedMore, kCalls, kNotACall };
   Read ReadCalls(bool final, std::vector<ToolCall>* calls, size_t* end) const;
+  Read ReadMistralV11(size_t after_marker, bool final, std::vector<ToolCall>* calls, size_t* end) const;
   void EmitContent(size_t end, Output* out);
 
   ToolParser parser_;

@@ -149,8 +149,9 @@ std::string GenerationCall::ForcedCallError(const std::vector<openai::ToolCall>&
   const bool forced = !request_.tool_opening.empty();
   if (!forced) return "";
   if (calls.empty())
-    return fmt::format("tool_choice asked for a call, but the model's answer is not a valid {} tool call (its "
-                       "arguments are not constrained to the schema yet): {:.200}",
+    // The grammar only lets the model write valid calls, so this is an answer cut short (max_tokens, a stop string).
+    return fmt::format("tool_choice asked for a call, but the answer ended before a complete {} tool call "
+                       "(max_tokens or a stop string cut it): {:.200}",
                        openai::ToolParserName(request_.tool_parser), request_.tool_opening + text);
   for (const openai::ToolCall& call : calls)
     if (request_.tools.Find(call.name) == nullptr)

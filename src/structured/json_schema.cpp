@@ -108,18 +108,19 @@ std::string NonNegativeRange(int64_t a, int64_t b) {
 
 class SchemaCompiler {
  public:
-  explicit SchemaCompiler(const json::value& root) : root_(root) {}
+  SchemaCompiler(const json::value& root, std::string prefix) : root_(root), prefix_(std::move(prefix)) {}
 
+  // The schema's own rules, its start rule `<prefix>root` first (without the shared base rules).
   Result<std::string> Compile() {
     PARALLM_ASSIGN_OR_RETURN(std::string root, Visit(root_, "#"));
-    return "root ::= " + root + "\n" + rules_ + std::string(kBaseRules);
+    return prefix_ + "root ::= " + root + "\n" + rules_;
   }
 
  private:
   static Status Fail(const std::string& path, const std::string& what) { return Err("{} at {}", what, path); }
 
   std::string AddRule(const std::string& base, const std::string& body) {
-    const std::string name = fmt::format("{}-{}", Sanitize(base), counter_++);
+    const std::string name = fmt::format("{}{}-{}", prefix_, Sanitize(base), counter_++);
     rules_ += name + " ::= " + body + "\n";
     return name;
   }
@@ -164,7 +165,8 @@ class SchemaCompiler {
       if (!ref->is_string()) return Fail(path + "/$ref", "$ref must be a string");
       const std::string target(ref->as_string());
       if (auto it = refs_.find(target); it != refs_.end()) return it->second;
-      const std::string name = fmt::format("ref-{}-{}", Sanitize(target.substr(target.rfind('/') + 1)), counter_++);
+      const std::string name =
+          fmt::format("{}ref-{}-{}", prefix_, Sanitize(target.substr(target.rfind('/') + 1)), counter_++);
       refs_[target] = name;
       PARALLM_ASSIGN_OR_RETURN(const json::value* resolved, Resolve(target, path));
       PARALLM_ASSIGN_OR_RETURN(std::string body, Visit(*resolved, target));
@@ -174,7 +176,7 @@ class SchemaCompiler {
     static const std::set<std::string> kKnown = {
         "type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems", "maxItems",
         "enum", "const", "anyOf", "oneOf", "allOf", "minLength", "maxLength", "pattern", "format", "minimum",
-        "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+        "maximum", "exclusiveMinimum", "exclusiveMaximum", "minProperties", "maxProperties", "multipleOf"};
     for (const auto& [key, value] : s) {
       const std::string k(key);
       if (!kKnown.count(k) && !Annotations().count(k))
@@ -290,13 +292,30 @@ class SchemaCompiler {
       std::string item = GbnfLiteral(json::serialize(json::value(name))) + " ws \":\" ws " + value;
       (required.count(name) ? req_items : opt_items).push_back(item);
     }
-    if (props.empty() && additional && additional->is_object()) {
-      // A map: any keys, each value of the additionalProperties schema.
-      PARALLM_ASSIGN_OR_RETURN(std::string value, Visit(*additional, path + "/additionalProperties"));
+    PARALLM_ASSIGN_OR_RETURN(int64_t min_props, Count(s, "minProperties", path, 0));
+    PARALLM_ASSIGN_OR_RETURN(int64_t max_props, Count(s, "maxProperties", path, -1));
+    if (max_props >= 0 && max_props < min_props)
+      return Fail(path + "/maxProperties", "maxProperties is below minProperties");
+    const bool counted = min_props > 0 || max_props >= 0;
+    if (props.empty() && ((additional && additional->is_object()) || (!no_additional && !s.contains("properties")))) {
+      // A map: any keys, each value of the additionalProperties schema (any value without one).
+      std::string value = "json-value";
+      if (additional && additional->is_object()) {
+        PARALLM_ASSIGN_OR_RETURN(value, Visit(*additional, path + "/additionalProperties"));
+      } else if (!counted) {
+        return std::string("json-object");
+      }
       const std::string kv = "json-string ws \":\" ws " + value;
-      return AddRule("map", "\"{\" ws (" + kv + " (ws \",\" ws " + kv + ")*)? ws \"}\"");
+      if (!counted) return AddRule("map", "\"{\" ws (" + kv + " (ws \",\" ws " + kv + ")*)? ws \"}\"");
+      // The keys are not checked to be distinct: a model that repeats one makes fewer properties than it wrote.
+      const int64_t more_min = std::max<int64_t>(0, min_props - 1);
+      const std::string more = max_props < 0 ? fmt::format("{{{},}}", more_min)
+                                             : fmt::format("{{{},{}}}", more_min, std::max<int64_t>(0, max_props - 1));
+      const std::string list = kv + " (ws \",\" ws " + kv + ")" + more;
+      if (max_props == 0) return std::string("\"{\" ws \"}\"");
+      return AddRule("map", "\"{\" ws " + (min_props > 0 ? list : "(" + list + ")?") + " ws \"}\"");
     }
-    if (props.empty() && !no_additional && !s.contains("properties")) return std::string("json-object");
+    if (counted) return CountedObject(req_items, opt_items, min_props, max_props, path);
     std::string body;
     for (size_t i = 0; i < req_items.size(); ++i) body += (i ? " ws \",\" ws " : "") + req_items[i];
     if (!req_items.empty()) {
@@ -315,6 +334,43 @@ class SchemaCompiler {
         any += (i ? " | " : "") + AddRule("props", opt_items[i] + " " + tails[i]);
       body = "(" + any + ")?";
     }
+    return AddRule("object", "\"{\" ws " + body + " ws \"}\"");
+  }
+
+  // An object whose listed properties (required first, then the optional ones in schema order, as Object writes
+  // them) number between min_props and max_props (-1: no maximum): one rule per (optional index, count so far).
+  // Properties the schema does not list are never written, so they cannot make up a minimum.
+  Result<std::string> CountedObject(const std::vector<std::string>& req, const std::vector<std::string>& opt,
+                                    int64_t min_props, int64_t max_props, const std::string& path) {
+    const int64_t n_req = static_cast<int64_t>(req.size()), n_opt = static_cast<int64_t>(opt.size());
+    const int64_t k_min = std::max<int64_t>(0, min_props - n_req);
+    const int64_t k_max = max_props < 0 ? n_opt : std::min(n_opt, max_props - n_req);
+    if (k_max < 0) return Fail(path + "/maxProperties", "maxProperties is below the number of required properties");
+    if (k_min > n_opt)
+      return Fail(path + "/minProperties", "minProperties needs more properties than the schema lists (properties it "
+                                           "does not list are never generated)");
+    if (n_opt * (k_max + 1) > 4000) return Fail(path, "minProperties/maxProperties over this many properties");
+    std::string body;
+    for (size_t i = 0; i < req.size(); ++i) body += (i ? " ws \",\" ws " : "") + req[i];
+    // rule(i, c): optional properties from i on, c of them written so far; built from the last index back.
+    std::map<std::pair<int64_t, int64_t>, std::string> names;
+    for (int64_t i = n_opt; i >= 0; --i) {
+      for (int64_t c = std::min(i, k_max); c >= 0; --c) {
+        if (c + (n_opt - i) < k_min) continue;  // cannot reach the minimum any more
+        std::string alts;
+        if (i == n_opt) {
+          alts = "\"\"";
+        } else {
+          const std::string sep = n_req + c > 0 ? "ws \",\" ws " : "";
+          if (c + 1 <= k_max && names.count({i + 1, c + 1}))
+            alts = sep + opt[static_cast<size_t>(i)] + " " + names[{i + 1, c + 1}];
+          if (names.count({i + 1, c})) alts += (alts.empty() ? "" : " | ") + names[{i + 1, c}];
+        }
+        if (alts.empty()) continue;
+        names[{i, c}] = AddRule("props", alts);
+      }
+    }
+    body += (body.empty() ? "" : " ") + names.at({0, 0});
     return AddRule("object", "\"{\" ws " + body + " ws \"}\"");
   }
 
@@ -412,7 +468,18 @@ class SchemaCompiler {
         hi_open = k == "exclusiveMaximum";
       }
     }
-    if (!lo && !hi) return std::string(integer ? "json-integer" : "json-number");
+    int64_t multiple = 1;
+    if (const json::value* m = s.if_contains("multipleOf")) {
+      const double k = m->is_number() ? m->to_number<double>() : 0;
+      if (!(k >= 1 && k <= 1e15 && k == std::floor(k)))
+        return Fail(path + "/multipleOf", "multipleOf is supported only as a positive integer");
+      multiple = static_cast<int64_t>(k);
+      integer = true;  // a multiple of an integer is an integer (and a valid number)
+    }
+    if (!lo && !hi) {
+      if (multiple > 1) return Multiples(multiple, path);
+      return std::string(integer ? "json-integer" : "json-number");
+    }
     // Integers in the range; for numbers also x.fraction with x in [lo, hi - 1] when lo >= 0 (then x.fraction
     // lies in [x, x + 1), inside the range).
     const int64_t kInf = INT64_MAX;
@@ -421,6 +488,19 @@ class SchemaCompiler {
     int64_t b = hi ? static_cast<int64_t>(std::floor(*hi)) : kInf;
     if (hi && hi_open && static_cast<double>(b) == *hi) --b;
     if (a > b) return Fail(path, "the numeric range holds no integer, which is not supported");
+    if (multiple > 1) {
+      // A bounded range: its multiples listed outright.
+      if (a == -kInf || b == kInf)
+        return Fail(path + "/multipleOf", "multipleOf with a range open on one side is not supported");
+      const int64_t first = a >= 0 ? (a + multiple - 1) / multiple : -((-a) / multiple);
+      const int64_t last = b >= 0 ? b / multiple : -((-b + multiple - 1) / multiple);
+      if (first > last) return Fail(path + "/multipleOf", "the range holds no multiple of multipleOf");
+      if (last - first >= 1000) return Fail(path + "/multipleOf", "multipleOf with over 1000 values in the range");
+      std::string out;
+      for (int64_t q = first; q <= last; ++q)
+        out += (q == first ? "" : " | ") + GbnfLiteral(std::to_string(q * multiple));
+      return AddRule("multiple", out);
+    }
     std::vector<std::string> alts;
     if (a < 0) {  // negative part: "-" then magnitudes in [max(1, -b), -a]
       const int64_t mag_lo = b >= 0 ? 1 : -b;
@@ -435,7 +515,48 @@ class SchemaCompiler {
     return AddRule(integer ? "integer" : "number", out);
   }
 
+  // The integers divisible by k (up to 16 digits), by the remainder of the digits read so far: one rule per
+  // (digits written, remainder) from which a multiple can still be finished.
+  Result<std::string> Multiples(int64_t k, const std::string& path) {
+    if (k > 100) return Fail(path + "/multipleOf", "multipleOf above 100 without a bounded range is not supported");
+    const size_t n = static_cast<size_t>(k), digits = kMaxDigits;
+    // live[l][r]: with l digits written and remainder r, a multiple can still be finished.
+    std::vector<std::vector<bool>> live(digits + 1, std::vector<bool>(n, false));
+    for (size_t l = digits; l >= 1; --l)
+      for (size_t r = 0; r < n; ++r) {
+        bool ok = r == 0;
+        for (size_t d = 0; d < 10 && !ok && l < digits; ++d) ok = live[l + 1][(r * 10 + d) % n];
+        live[l][r] = ok;
+      }
+    const int id = counter_++;
+    auto name = [&](size_t l, size_t r) {
+      return live[l][r] ? fmt::format("{}mult-{}-{}-{}-{}", prefix_, k, id, l, r) : std::string();
+    };
+    // The digits [from, 9] after remainder r (l digits written), grouped by the state they lead to.
+    auto steps = [&](size_t l, size_t r, int from) {
+      std::map<std::string, std::string> by_target;
+      for (int d = from; d < 10; ++d) {
+        const std::string target = name(l + 1, (r * 10 + static_cast<size_t>(d)) % n);
+        if (!target.empty()) by_target[target] += static_cast<char>('0' + d);
+      }
+      std::string out;
+      for (const auto& [target, ds] : by_target) out += (out.empty() ? "" : " | ") + fmt::format("[{}] {}", ds, target);
+      return out;
+    };
+    for (size_t l = 1; l <= digits; ++l)
+      for (size_t r = 0; r < n; ++r) {
+        if (!live[l][r]) continue;
+        std::string alts = r == 0 ? "\"\"" : "";
+        const std::string more = l < digits ? steps(l, r, 0) : "";
+        if (!more.empty()) alts += (alts.empty() ? "" : " | ") + more;
+        rules_ += name(l, r) + " ::= " + alts + "\n";
+      }
+    // The first digit is 1-9 (no leading zeros): a step from 0 digits written, remainder 0.
+    return AddRule("multiple", "\"0\" | \"-\"? (" + steps(0, 0, 1) + ")");
+  }
+
   const json::value& root_;
+  const std::string prefix_;  // before every rule name, so that several schemas can share one grammar
   std::string rules_;
   std::map<std::string, std::string> refs_;
   int counter_ = 0;
@@ -444,7 +565,16 @@ class SchemaCompiler {
 
 }  // namespace
 
-Result<std::string> JsonSchemaToGbnf(const json::value& schema) { return SchemaCompiler(schema).Compile(); }
+Result<std::string> JsonSchemaToGbnf(const json::value& schema) {
+  PARALLM_ASSIGN_OR_RETURN(std::string rules, SchemaCompiler(schema, "").Compile());
+  return rules + std::string(kBaseRules);
+}
+
+Result<std::string> JsonSchemaRules(const json::value& schema, const std::string& prefix) {
+  return SchemaCompiler(schema, prefix).Compile();
+}
+
+std::string JsonBaseGbnf() { return std::string(kBaseRules); }
 
 Result<std::string> JsonSchemaToGbnf(std::string_view schema_json) {
   boost::system::error_code ec;

@@ -1,6 +1,7 @@
 // JSON Schema -> GBNF: OpenAI's strict subset and more (type, properties, required, additionalProperties,
 // items, prefixItems, minItems/maxItems, enum, const, anyOf, oneOf, $ref/$defs, string minLength/maxLength,
-// pattern and format, integer and number ranges). Output is compact-ish JSON with bounded whitespace.
+// pattern and format, integer and number ranges, minProperties/maxProperties, integer multipleOf). Output is
+// compact-ish JSON with bounded whitespace.
 #pragma once
 
 #include <string>
@@ -19,6 +20,12 @@ namespace parallm::structured {
 Result<std::string> JsonSchemaToGbnf(const boost::json::value& schema);
 // The same from JSON text.
 Result<std::string> JsonSchemaToGbnf(std::string_view schema_json);
+
+// The same schema's rules for a larger grammar: every rule name starts with `prefix` (letters, digits, '-'), the
+// start rule is `<prefix>root`, and the shared rules (ws, json-string, json-value, ...) are left out: the grammar
+// that embeds one or more schemas adds JsonBaseGbnf() once.
+Result<std::string> JsonSchemaRules(const boost::json::value& schema, const std::string& prefix);
+std::string JsonBaseGbnf();
 
 // Any JSON value (OpenAI's `json_object` response format): an object or array at the top level.
 std::string JsonObjectGbnf();

@@ -250,11 +250,11 @@ TEST_F(ApiRequestTest, StructuredOutputFieldsCompileToGrammars) {
                              text_->tokenizer()->size(), text_, ToolParser::kNone, grammars_);
   ASSERT_TRUE(line.ok()) << line.status().message();
   EXPECT_NE(line->params.grammar, nullptr);
-  auto bad_line = ParseBatchLine(R"g({"prompt": "x", "guided_json": {"type": "object", "minProperties": 1}})g", 1,
+  auto bad_line = ParseBatchLine(R"g({"prompt": "x", "guided_json": {"type": "array", "uniqueItems": true}})g", 1,
                                  text_->tokenizer()->size(), text_, ToolParser::kNone, grammars_);
   ASSERT_FALSE(bad_line.ok());
   EXPECT_EQ(bad_line.status().message(),
-            "'guided_json': JSON schema: unsupported JSON Schema keyword 'minProperties' at #");
+            "'guided_json': JSON schema: unsupported JSON Schema keyword 'uniqueItems' at #");
 }
 
 TEST(ParamOfMessageTest, FindsTheLeadingField) {

@@ -108,6 +108,13 @@ const std::vector<Case>& Cases() {
        "\"arguments\": {\"a\": 1}}", {}},
       {ToolParser::kMistral, "[TOOL_CALLS][{\"name\": \"f\"}]", "[TOOL_CALLS][{\"name\": \"f\"}]", {}},
       {ToolParser::kMistral, "No [TOOL] here", "No [TOOL] here", {}},
+      // mistral v11+: one [TOOL_CALLS] per call, the name, then [ARGS] (or nothing) and the arguments object.
+      {ToolParser::kMistral,
+       "Sure. [TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]add{\"a\": {\"b\": [1]}}", "Sure. ",
+       {{"get_weather", "{\"city\": \"Paris\"}"}, {"add", "{\"a\": {\"b\": [1]}}"}}},
+      {ToolParser::kMistral, "[TOOL_CALLS]f[ARGS]{\"a\": 1", "[TOOL_CALLS]f[ARGS]{\"a\": 1", {}},
+      {ToolParser::kMistral, "[TOOL_CALLS]f[ARGS][1]", "[TOOL_CALLS]f[ARGS][1]", {}},
+      {ToolParser::kMistral, "[TOOL_CALLS]f is done", "[TOOL_CALLS]f is done", {}},
   };
   return cases;
 }

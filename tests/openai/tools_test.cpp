@@ -175,10 +175,16 @@ class ToolsRequestTest : public ::testing::Test {
     auto text = ModelText::ForModel("synthetic:tiny", testing::FixturePath("tokenizers/qwen3"));
     ASSERT_TRUE(text.ok()) << text.status().message();
     text_ = new ModelText(std::move(*text));
+    grammars_ = new structured::GrammarCompiler(
+        structured::TokenVocab::FromTokenizer(*text_->tokenizer(), text_->tokenizer()->size()));
   }
-  static void TearDownTestSuite() { delete text_; }
+  static void TearDownTestSuite() {
+    delete grammars_;
+    delete text_;
+  }
   ParseContext Context(ToolParser parser, bool auto_choice) const {
     ParseContext c;
+    c.grammars = grammars_;
     c.vocab_size = text_->tokenizer()->size();
     c.max_model_len = 4096;
     c.text = text_;
@@ -187,8 +193,10 @@ class ToolsRequestTest : public ::testing::Test {
     return c;
   }
   static ModelText* text_;
+  static structured::GrammarCompiler* grammars_;
 };
 ModelText* ToolsRequestTest::text_ = nullptr;
+structured::GrammarCompiler* ToolsRequestTest::grammars_ = nullptr;
 
 TEST_F(ToolsRequestTest, ChoicesAgainstTheServersParser) {
   const std::string head = std::string(R"({"max_tokens": 8, "messages": [{"role": "user", "content": "Weather?"}],
@@ -206,6 +214,8 @@ TEST_F(ToolsRequestTest, ChoicesAgainstTheServersParser) {
     ASSERT_TRUE(std::holds_alternative<ApiRequest>(ok));
     EXPECT_EQ(std::get<ApiRequest>(ok).tool_parser, ToolParser::kHermes);
     EXPECT_EQ(std::get<ApiRequest>(ok).tool_opening, "");
+    // get_weather is strict: its calls are constrained, the text around them is not (tool_grammar_test).
+    EXPECT_NE(std::get<ApiRequest>(ok).params.grammar, nullptr);
   }
   // "none": tools rendered, answers not parsed.
   ParsedRequest none = parse(head + R"(, "tool_choice": "none"})", ToolParser::kNone, false);
@@ -220,6 +230,12 @@ TEST_F(ToolsRequestTest, ChoicesAgainstTheServersParser) {
   ASSERT_TRUE(std::holds_alternative<ApiRequest>(forced));
   const ApiRequest& r = std::get<ApiRequest>(forced);
   EXPECT_EQ(r.tool_opening, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ");
+  EXPECT_NE(r.params.grammar, nullptr);  // the arguments follow the schema
+  // A forced call and response_format both constrain the answer: refused, naming tool_choice.
+  ParsedRequest both = parse(named.substr(0, named.size() - 1) + R"(, "response_format": {"type": "json_object"}})",
+                             ToolParser::kHermes, false);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(both));
+  EXPECT_EQ(std::get<ApiError>(both).param, "tool_choice");
   const std::string prompt = text_->tokenizer()->Decode(r.prompts.at(0), /*skip_special=*/false);
   const std::string tail = "<|im_start|>assistant\n" + r.tool_opening;
   ASSERT_GE(prompt.size(), tail.size());

@@ -135,6 +135,59 @@ def test_streams_equal_whole():
         assert done and all("usage" not in c for c in chunks) and stream_text(chunks, api)[0] == want
 
 
+def test_forced_tool_calls():
+    """tool_choice "required" (with and without parallel calls) and a named function on the random-weight model:
+    the grammar, not the model, makes every answer valid hermes calls (the parser Qwen3's template calls for) of
+    the offered functions, whose arguments validate against each function's schema (python3-jsonschema); streamed
+    answers reassemble to calls just as valid."""
+    import jsonschema
+    schemas = {
+        "get_weather": {"type": "object", "additionalProperties": False, "required": ["city", "unit"],
+                        "properties": {"city": {"type": "string", "maxLength": 6}, "unit": {"enum": ["c", "f"]},
+                                       "days": {"type": "integer", "minimum": 1, "maximum": 7}}},
+        "add_note": {"type": "object", "required": ["tags"],
+                     "properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 3},
+                                             "maxItems": 2},
+                                    "urgent": {"type": "boolean"}}},
+    }
+    tools = [{"type": "function", "function": {"name": n, "parameters": p}} for n, p in schemas.items()]
+    named = {"type": "function", "function": {"name": "add_note"}}
+    seen = set()
+    for k, (choice, parallel) in enumerate((("required", True), ("required", False), (named, True))):
+        body = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "Weather?"}], "tools": tools,
+                "tool_choice": choice, "parallel_tool_calls": parallel, "n": 2, "temperature": HOT, "top_k": 50,
+                # Parallel calls go on until the model stops: max_tokens may cut the last one (then dropped).
+                "seed": 100 + k, "max_tokens": 160 if parallel and choice == "required" else 400}
+        status, whole = S.post("/v1/chat/completions", body)
+        assert status == 200, whole
+        answers = [(c["message"]["content"], c["message"]["tool_calls"], c["finish_reason"]) for c in whole["choices"]]
+        status, chunks, done = S.stream("/v1/chat/completions", {**body, "stream": True}, timeout=120)
+        assert status == 200 and done, chunks
+        streamed = {}
+        for chunk in chunks:
+            for c in chunk["choices"]:
+                s = streamed.setdefault(c["index"], {"content": "", "calls": {}, "finish": None})
+                s["content"] += c["delta"].get("content") or ""
+                for d in c["delta"].get("tool_calls") or []:
+                    call = s["calls"].setdefault(d["index"], {"id": d.get("id"), "function": {"name": "", "arguments": ""}})
+                    call["function"]["name"] = d["function"].get("name") or call["function"]["name"]
+                    call["function"]["arguments"] += d["function"].get("arguments") or ""
+                s["finish"] = c["finish_reason"] or s["finish"]
+        answers += [(s["content"] or None, list(s["calls"].values()), s["finish"]) for s in streamed.values()]
+        assert len(answers) == 4, answers
+        for content, calls, finish in answers:
+            assert content is None and calls and finish == "tool_calls", (choice, content, calls, finish)
+            if not parallel or choice == named:
+                assert len(calls) == 1, calls
+            for call in calls:
+                name = call["function"]["name"]
+                assert name in schemas and (choice != named or name == "add_note"), call
+                assert call["id"].startswith("call_"), call
+                jsonschema.validate(json.loads(call["function"]["arguments"]), schemas[name])
+                seen.add(name)
+    assert seen == set(schemas), seen  # "required" chose among the functions
+
+
 def test_sse_framing_bytes():
     body = json.dumps({"model": MODEL_NAME, "prompt": "Hello", "max_tokens": 4, "ignore_eos": True, "stream": True,
                        "stream_options": {"include_usage": True}}).encode()
@@ -410,7 +463,7 @@ def main():
         S = Server(BINARY, MODEL, "--max-body-mb", "1", "--timeout-keep-alive", "2")
         try:
             run_tests([test_health_models_version, test_completion_shapes, test_many_prompts_and_n, test_chat_shapes,
-                       test_streams_equal_whole, test_sse_framing_bytes, test_keep_alive_and_request_id, test_pipelined_requests,
+                       test_forced_tool_calls, test_streams_equal_whole, test_sse_framing_bytes, test_keep_alive_and_request_id, test_pipelined_requests,
                        test_cached_tokens, test_logprobs_shapes, test_stop_seed_echo, test_bad_input, test_body_limit,
                        test_stalled_client, test_metrics_page, test_api_key, test_port_in_use, test_health_while_loading])
         finally:

@@ -98,6 +98,45 @@ TEST(JsonSchema, StringsAndNumbers) {
   EXPECT_FALSE(Matches(positive, "-3"));
 }
 
+TEST(JsonSchema, PropertyCountsAndMultiples) {
+  // Listed properties: required first, then between 1 and 2 of the three optional ones.
+  auto g = Schema(R"g({"type": "object", "required": ["id"], "minProperties": 2, "maxProperties": 3,
+      "properties": {"id": {"type": "integer"}, "a": {"type": "boolean"}, "b": {"type": "boolean"},
+                     "c": {"type": "boolean"}}})g");
+  EXPECT_TRUE(Matches(g, R"g({"id": 1, "b": true})g"));
+  EXPECT_TRUE(Matches(g, R"g({"id": 1, "a": true, "c": false})g"));
+  EXPECT_FALSE(Matches(g, R"g({"id": 1})g"));                                  // minProperties
+  EXPECT_FALSE(Matches(g, R"g({"id": 1, "a": true, "b": true, "c": true})g"));  // maxProperties
+  // No required property: the first one written has no comma before it.
+  auto opt = Schema(R"g({"properties": {"a": {"type": "null"}, "b": {"type": "null"}}, "maxProperties": 1})g");
+  EXPECT_TRUE(Matches(opt, "{}"));
+  EXPECT_TRUE(Matches(opt, R"g({"b": null})g"));
+  EXPECT_FALSE(Matches(opt, R"g({"a": null, "b": null})g"));
+  // Maps and free objects count their entries.
+  auto map = Schema(R"g({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1,
+      "maxProperties": 2})g");
+  EXPECT_TRUE(Matches(map, R"g({"x": 1, "y": 2})g"));
+  EXPECT_FALSE(Matches(map, "{}"));
+  EXPECT_FALSE(Matches(map, R"g({"x": 1, "y": 2, "z": 3})g"));
+  auto any = Schema(R"g({"type": "object", "minProperties": 1})g");
+  EXPECT_TRUE(Matches(any, R"g({"k": [1, {"x": null}]})g"));
+  EXPECT_FALSE(Matches(any, "{}"));
+  // multipleOf: an integer, in a bounded range (listed) or unbounded (by remainder).
+  auto bounded = Schema(R"g({"type": "integer", "multipleOf": 5, "minimum": -12, "maximum": 30})g");
+  for (const char* ok : {"-10", "0", "5", "30"}) EXPECT_TRUE(Matches(bounded, ok)) << ok;
+  for (const char* bad : {"-15", "7", "35", "-0"}) EXPECT_FALSE(Matches(bounded, bad)) << bad;
+  auto unbounded = Schema(R"g({"type": "number", "multipleOf": 7})g");
+  for (const char* ok : {"0", "7", "-14", "700000000000007"}) EXPECT_TRUE(Matches(unbounded, ok)) << ok;
+  for (const char* bad : {"1", "-8", "07", "7.0", "700000000000008"}) EXPECT_FALSE(Matches(unbounded, bad)) << bad;
+  EXPECT_EQ(Error(R"g({"type": "number", "multipleOf": 0.5})g"),
+            "multipleOf is supported only as a positive integer at #/multipleOf");
+  EXPECT_EQ(Error(R"g({"type": "integer", "multipleOf": 3, "minimum": 0})g"),
+            "multipleOf with a range open on one side is not supported at #/multipleOf");
+  EXPECT_EQ(Error(R"g({"properties": {"a": {}}, "minProperties": 2})g"),
+            "minProperties needs more properties than the schema lists (properties it does not list are never "
+            "generated) at #/minProperties");
+}
+
 TEST(JsonSchema, ErrorsNameKeywordAndPath) {
   EXPECT_EQ(Error(R"g({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": true}}})g"),
             "unsupported JSON Schema keyword 'uniqueItems' at #/properties/tags");

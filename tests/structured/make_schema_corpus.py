@@ -82,6 +82,13 @@ HAND = {
     "unicode_enum": {"enum": ["caf\u00e9", "na\u00efve", "\u65e5\u672c", "emoji \U0001F600"]},
     "boolean_root": {"type": "boolean"},
     "number_root": {"type": "number", "minimum": 2.5, "maximum": 7},
+    "property_counts": {"type": "object", "minProperties": 2, "maxProperties": 3, "required": ["id"],
+                        "properties": {"id": {"type": "integer", "minimum": 0, "maximum": 99},
+                                       "a": {"type": "boolean"}, "b": {"enum": ["x", "y"]}, "c": {"type": "null"}}},
+    "multiples": {"type": "object", "properties": {"five": {"type": "integer", "multipleOf": 5, "minimum": -20,
+                                                            "maximum": 50},
+                                                   "seven": {"type": "integer", "multipleOf": 7}},
+                  "required": ["five", "seven"], "additionalProperties": False},
 }
 
 FORMATS = ["date", "email", "uuid", "ipv4", "date-time"]

@@ -110,16 +110,28 @@ try {
     assert.equal(plain.choices[0].message.content, "It is sunny in Paris.");  // "auto": the model chose not to call
   });
 
-  await check('"required" whose answer is no valid call: a 500 saying so, whole and streamed', async () => {
-    // The opening ends with `{"name": "`, after which the script writes `Paris"}}</tool_call>`: no arguments.
-    await assert.rejects(
-      client.chat.completions.create({ model: "tiny", messages: question, tools, tool_choice: "required" }),
-      (e) => e instanceof OpenAI.InternalServerError && /not a valid hermes tool call/.test(e.message));
-    await assert.rejects(async () => {
-      const stream = await client.chat.completions.create({ model: "tiny", messages: question, tools,
-                                                            tool_choice: "required", stream: true });
-      for await (const chunk of stream) assert.equal(chunk.choices[0]?.delta?.tool_calls, undefined);
-    }, (e) => e instanceof OpenAI.APIError && /not a valid hermes tool call/.test(e.message));
+  await check('"required": the grammar makes the answer a valid call, whole and streamed alike', async () => {
+    // The opening ends with `{"name": "`, after which the script alone would write `Paris"}}</tool_call>` (no
+    // valid call); the mask only lets it write a tool's name and arguments that follow its parameters schema.
+    const r = await client.chat.completions.create({ model: "tiny", messages: question, tools,
+                                                     tool_choice: "required", max_tokens: 200 });
+    const choice = r.choices[0];
+    assert.equal(choice.finish_reason, "tool_calls");
+    assert.equal(choice.message.content, null);
+    assert.equal(choice.message.tool_calls.length, 1);
+    const fn = choice.message.tool_calls[0].function;
+    assert.equal(fn.name, "get_weather");
+    assert.equal(typeof JSON.parse(fn.arguments).city, "string", fn.arguments);
+    const stream = await client.chat.completions.create({ model: "tiny", messages: question, tools,
+                                                          tool_choice: "required", max_tokens: 200, stream: true });
+    let name = "", args = "";
+    for await (const chunk of stream) {
+      for (const d of chunk.choices[0]?.delta?.tool_calls ?? []) {
+        name += d.function?.name && !name ? d.function.name : "";
+        args += d.function?.arguments ?? "";
+      }
+    }
+    assert.deepEqual({ name, args }, { name: fn.name, args: fn.arguments });
   });
 
   await check("bad tool shapes are 400s naming the field", async () => {

@@ -111,6 +111,13 @@ constexpr std::array<NamePair, 21> kNemotronLayer = {{
 }};
 
 std::optional<std::string> NemotronHf(std::string_view canonical) {
+  // MLX's .scales/.biases sit beside their module's .weight.
+  for (std::string_view q : {".scales", ".biases"}) {
+    if (!EndsWith(canonical, q)) continue;
+    auto hf = NemotronHf(std::string(canonical.substr(0, canonical.size() - q.size())) + ".weight");
+    if (!hf || !EndsWith(*hf, ".weight")) return std::nullopt;
+    return hf->substr(0, hf->size() - 7) + std::string(q);
+  }
   for (const NamePair& p : kNemotronGlobal)
     if (canonical == p.canonical) return std::string(p.hf);
   if (!StartsWith(canonical, "blk.")) return std::nullopt;
@@ -136,6 +143,12 @@ std::optional<std::string> NemotronHf(std::string_view canonical) {
 }
 
 std::optional<std::string> NemotronCanonical(std::string_view hf) {
+  for (std::string_view q : {".scales", ".biases"}) {
+    if (!EndsWith(hf, q)) continue;
+    auto canonical = NemotronCanonical(std::string(hf.substr(0, hf.size() - q.size())) + ".weight");
+    if (!canonical || !EndsWith(*canonical, ".weight")) return std::nullopt;
+    return canonical->substr(0, canonical->size() - 7) + std::string(q);
+  }
   std::string name(hf);
   if (StartsWith(name, "model.")) name = "backbone." + name.substr(6);  // transformers' own save_pretrained names
   for (const NamePair& p : kNemotronGlobal)

@@ -227,9 +227,8 @@ def layer_output(c, L, h):
     return moe(h, w, c)
 
 
-def forward(model, ids, margins=None):
-    """Logits [len(ids), vocab]. With a list `margins`, appends each expert layer's per-token relative gap between the
-    k-th and (k+1)-th choice (near-ties may route differently under quantization noise)."""
+def forward(model, ids):
+    """Logits [len(ids), vocab] for every position of the token ids."""
     c = model.config
     ids = np.asarray(ids, dtype=np.int64)
     if ids.min() < 0 or ids.max() >= c.vocab:
@@ -237,9 +236,5 @@ def forward(model, ids, margins=None):
     x = model.tok_embd[ids].astype(np.float64)
     for L in model.layers:
         h = fw.rms_norm(x, L.norm, c.eps)
-        if L.kind == "E" and margins is not None:
-            scores = 1.0 / (1.0 + np.exp(-(h @ L.w["gate.weight"].T)))
-            choice = np.sort(scores + L.w.get("gate.e_score_correction_bias", 0.0), axis=-1)[:, ::-1]
-            margins.append((choice[:, c.top_k - 1] - choice[:, c.top_k]) / np.abs(choice[:, c.top_k - 1]))
         x = x + layer_output(c, L, h)
     return fw.rms_norm(x, model.out_norm, c.eps) @ model.lm_head.T

@@ -69,6 +69,8 @@ Status Engine::Validate(std::span<const int32_t> prompt, const SamplingParams& p
 Result<RequestId> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& params, int32_t priority,
                               std::shared_ptr<const LoraAdapter> adapter) {
   PARALLM_RETURN_IF_ERROR(Validate(prompt, params));
+  if (adapter != nullptr && model_.has_state())
+    return Err("LoRA adapter {}: adapters are not supported for hybrid (Mamba) models yet", adapter->path);
   if (adapter != nullptr && static_cast<int>(adapter->layers.size()) != model_.config().n_layers)
     return Err("LoRA adapter {} was loaded for a model with {} layers, not this one", adapter->path,
                adapter->layers.size());

@@ -388,6 +388,12 @@ TEST(Engine, HybridStateSlotsSurvivePreemptionCancellationAndForks) {
   EngineConfig config = SmallConfig(/*blocks=*/9, /*max_seqs=*/16, /*max_tokens=*/8);
   config.num_state_slots = 5;
   Engine engine(*model, config);
+  auto adapter = std::make_shared<LoraAdapter>();  // LoRA is refused for hybrid models (not supported yet)
+  adapter->path = "some-adapter";
+  adapter->layers.resize(static_cast<size_t>(model->config().n_layers));
+  auto refused = engine.Add(prompts[0], params[0], 0, adapter);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("hybrid"), std::string::npos);
   std::map<RequestId, size_t> index;
   std::map<size_t, std::vector<int32_t>> got;
   std::set<size_t> cancelled;

@@ -13,8 +13,13 @@ int32_t CeilDiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 KVCacheManager::KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching,
-                               int32_t sliding_window)
-    : pool_(num_blocks, block_size, enable_prefix_caching), sliding_window_(sliding_window) {}
+                               int32_t sliding_window, int32_t num_state_slots)
+    : pool_(num_blocks, block_size, enable_prefix_caching), state_pool_(num_state_slots), sliding_window_(sliding_window) {}
+
+int32_t KVCacheManager::StateSlot(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? -1 : it->second.state_slot;
+}
 
 void KVCacheManager::ReleaseBehindWindow(RequestBlocks& req, int32_t num_computed_tokens) {
   if (sliding_window_ <= 0) return;
@@ -88,8 +93,11 @@ bool KVCacheManager::AllocateSlots(RequestId id, int32_t num_computed_tokens, in
   int32_t num_revived = 0;
   for (int32_t b : new_computed.block_ids) num_revived += pool_.block(b).ref_count == 0 ? 1 : 0;
   if (num_fresh + num_revived > pool_.num_free_blocks()) return false;
+  const bool needs_slot = state_pool_.num_slots() > 0 && it == requests_.end();
+  if (needs_slot && state_pool_.num_free() == 0) return false;
 
   RequestBlocks& req = requests_[id];
+  if (needs_slot) req.state_slot = state_pool_.Allocate();
   if (num_shared > 0) {
     for (int32_t b : new_computed.block_ids) {
       // GetComputedBlocks found them cached; nothing may evict them before this call.
@@ -134,6 +142,7 @@ void KVCacheManager::Free(RequestId id) {
   // Tail first: the request's last blocks are the least likely to be shared, so they are evicted first.
   std::reverse(blocks.begin(), blocks.end());
   pool_.Free(blocks);
+  if (it->second.state_slot >= 0) state_pool_.Free(it->second.state_slot);
   requests_.erase(it);
 }
 
@@ -144,7 +153,7 @@ std::span<const int32_t> KVCacheManager::BlockTable(RequestId id) const {
 }
 
 bool KVCacheManager::Fork(RequestId parent, RequestId child, int32_t num_tokens,
-                          std::vector<std::pair<int32_t, int32_t>>* copies) {
+                          std::vector<std::pair<int32_t, int32_t>>* copies, std::pair<int32_t, int32_t>* state_copy) {
   auto it = requests_.find(parent);
   PARALLM_CHECK_MSG(it != requests_.end(), "Fork of an unknown request");
   PARALLM_CHECK_MSG(!requests_.contains(child), "Fork into an existing request");
@@ -155,8 +164,13 @@ bool KVCacheManager::Fork(RequestId parent, RequestId child, int32_t num_tokens,
   const int32_t num_full = num_tokens / bs;
   const bool partial = num_tokens % bs != 0;
   if (partial && pool_.num_free_blocks() == 0) return false;
+  if (state_pool_.num_slots() > 0 && state_pool_.num_free() == 0) return false;
 
   RequestBlocks to;
+  if (state_pool_.num_slots() > 0) {
+    to.state_slot = state_pool_.Allocate();
+    if (state_copy != nullptr) *state_copy = {from.state_slot, to.state_slot};
+  }
   to.blocks.assign(from.blocks.begin(), from.blocks.begin() + num_full);
   to.hashes.assign(from.hashes.begin(), from.hashes.begin() + std::min<size_t>(from.hashes.size(), num_full));
   std::vector<int32_t> held = to.blocks;
@@ -175,9 +189,21 @@ bool KVCacheManager::Fork(RequestId parent, RequestId child, int32_t num_tokens,
 
 void KVCacheManager::CheckIntegrity() const {
   pool_.CheckIntegrity();
+  state_pool_.CheckIntegrity();
   std::vector<int32_t> refs(static_cast<size_t>(pool_.num_blocks()), 0);
+  std::vector<char> slot_held(static_cast<size_t>(state_pool_.num_slots()), 0);
+  int32_t slots_held = 0;
   for (const auto& [id, req] : requests_) {
     const std::string where = "request " + std::to_string(id);
+    // With state slots every request holds exactly one, and no two requests the same.
+    if (state_pool_.num_slots() > 0) {
+      PARALLM_CHECK_MSG(req.state_slot >= 0 && req.state_slot < state_pool_.num_slots(), (where + ": no state slot").c_str());
+      PARALLM_CHECK_MSG(!slot_held[static_cast<size_t>(req.state_slot)], (where + ": a state slot held twice").c_str());
+      slot_held[static_cast<size_t>(req.state_slot)] = 1;
+      ++slots_held;
+    } else {
+      PARALLM_CHECK_MSG(req.state_slot == -1, where.c_str());
+    }
     PARALLM_CHECK_MSG(req.hashes.size() <= req.blocks.size(), where.c_str());
     bool released_prefix = true;
     for (size_t i = 0; i < req.blocks.size(); ++i) {
@@ -200,6 +226,8 @@ void KVCacheManager::CheckIntegrity() const {
     std::sort(sorted.begin(), sorted.end());
     PARALLM_CHECK_MSG(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), where.c_str());
   }
+  PARALLM_CHECK_MSG(slots_held + state_pool_.num_free() == state_pool_.num_slots(),
+                    "state slots held and free do not add up to the pool");
   for (int32_t b = 0; b < pool_.num_blocks(); ++b) {
     PARALLM_CHECK_MSG(refs[static_cast<size_t>(b)] == pool_.block(b).ref_count,
                       ("block " + std::to_string(b) + ": ref count differs from the requests holding it").c_str());

@@ -1,6 +1,7 @@
 // KVCacheManager: which blocks each request's tokens live in. Finds a new request's cached prefix
 // (full blocks whose chained hashes match), allocates blocks as requests grow, caches blocks once full,
-// frees a request's blocks when it finishes or is preempted, and keeps the statistics.
+// frees a request's blocks when it finishes or is preempted, and keeps the statistics. For hybrid models it also
+// hands each request its recurrent-state slot (cache/ssm_state.h), with the same lifetime as its blocks.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "cache/block_pool.h"
+#include "cache/ssm_state.h"
 
 namespace parallm {
 
@@ -39,7 +41,11 @@ class KVCacheManager {
  public:
   // `sliding_window` > 0 (a model whose every layer is windowed): a request's blocks that lie wholly before the
   // window of its next token are released as it advances, and its table keeps kNoBlock in their place.
-  KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching, int32_t sliding_window = 0);
+  // `num_state_slots` > 0 (a hybrid model with recurrent state): every request also holds one state slot, taken by
+  // its first AllocateSlots (which fails, changing nothing, when none is free: admission needs both blocks and a
+  // slot) and released with its blocks by Free (finish, cancellation, preemption).
+  KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching, int32_t sliding_window = 0,
+                 int32_t num_state_slots = 0);
 
   // The longest cached prefix of `tokens` in whole blocks. At least one token is always left to compute
   // (the last prompt token must run to produce logits), so a fully cached prompt reuses all blocks but the
@@ -66,7 +72,15 @@ class KVCacheManager {
   // prompt); the partly filled last block is copied into a new block for the child, returned as
   // {source block, destination block} so the runner copies its KV rows (none when num_tokens is block aligned).
   // Returns false when no block is free for that copy.
-  bool Fork(RequestId parent, RequestId child, int32_t num_tokens, std::vector<std::pair<int32_t, int32_t>>* copies);
+  // With state slots the child takes a slot of its own (false when none is free), returned in `state_copy` as
+  // {parent's slot, child's slot}: the runner copies the parent's state into it.
+  bool Fork(RequestId parent, RequestId child, int32_t num_tokens, std::vector<std::pair<int32_t, int32_t>>* copies,
+            std::pair<int32_t, int32_t>* state_copy = nullptr);
+
+  // The request's state slot (-1: none, or a model without recurrent state).
+  int32_t StateSlot(RequestId id) const;
+  int32_t num_state_slots() const { return state_pool_.num_slots(); }
+  int32_t num_free_state_slots() const { return state_pool_.num_free(); }
 
   int32_t num_free_blocks() const { return pool_.num_free_blocks(); }
   int32_t block_size() const { return pool_.block_size(); }
@@ -79,6 +93,7 @@ class KVCacheManager {
 
  private:
   struct RequestBlocks {
+    int32_t state_slot = -1;
     std::vector<int32_t> blocks;
     std::vector<BlockHash> hashes;  // of its first hashes.size() full blocks, chained
   };
@@ -87,6 +102,7 @@ class KVCacheManager {
   void ReleaseBehindWindow(RequestBlocks& req, int32_t num_computed_tokens);
 
   BlockPool pool_;
+  StateSlotPool state_pool_;
   int32_t sliding_window_ = 0;
   std::unordered_map<RequestId, RequestBlocks> requests_;
   KVCacheStats stats_;

@@ -177,6 +177,16 @@ int RunBatching(const BenchOptions& o) {
     report["lora_rank"] = o.lora_rank;
     report["lora_targets"] = o.lora_targets;
   }
+  {
+    // What each request holds in the cache at its end: KV for every token of context (attention layers), and for a
+    // hybrid model a recurrent state of fixed size (Mamba layers), however long the request.
+    const ModelConfig& mc = (*llm)->model().config();
+    const int64_t kv = KvBytesPerToken(mc) * (o.input_len + o.max_tokens), state = StateBytesPerSequence(mc);
+    std::printf("memory per request (%d prompt + %d output tokens): KV %s, recurrent state %s\n", o.input_len,
+                o.max_tokens, HumanBytes(static_cast<double>(kv)).c_str(), HumanBytes(static_cast<double>(state)).c_str());
+    report["kv_bytes_per_request"] = kv;
+    report["state_bytes_per_request"] = state;
+  }
   std::printf("%11s %9s %9s %10s %11s %9s %8s%s\n", "concurrency", "requests", "time s", "gen tok/s", "decode t/s",
               "speedup", "ttft s", o.loras > 0 ? "  lora decode t/s  lora/base" : "");
   double single = 0;

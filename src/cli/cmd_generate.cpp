@@ -25,6 +25,7 @@ struct GenerateOptions {
   std::string model, prompt_ids, prompt, tokenizer, output, chat_template, chat, adapter_path;
   int max_model_len = 0;  // 0: the file's context
   int max_tokens = 64;
+  int chunk = 0;  // logits: prompt chunk size (0: whole prompt)
   int threads = 0;
   float temperature = 0.0f, top_p = 1.0f;
   int top_k = 0;
@@ -166,7 +167,15 @@ int RunLogits(const GenerateOptions& o) {
   ThreadPool pool(o.threads);
   SingleSequence seq(model, static_cast<int>(prompt.size()), &pool, o.kv_cache_dtype);
   seq.SetAdapter(session->adapter.get());
-  std::vector<float> logits = seq.Append(prompt, /*all_logits=*/true);
+  // In chunks of --chunk tokens when given (as the engine's chunked prefill runs a long prompt): the KV cache and a
+  // hybrid model's recurrent state carry from one chunk to the next.
+  std::vector<float> logits;
+  const size_t chunk = o.chunk > 0 ? static_cast<size_t>(o.chunk) : prompt.size();
+  for (size_t at = 0; at < prompt.size(); at += chunk) {
+    std::span<const int32_t> part(prompt.data() + at, std::min(chunk, prompt.size() - at));
+    std::vector<float> rows = seq.Append(part, /*all_logits=*/true);
+    logits.insert(logits.end(), rows.begin(), rows.end());
+  }
   Status st = WriteNpyF32(o.output, {static_cast<int64_t>(prompt.size()), model.config().vocab}, logits.data());
   if (!st.ok()) return Fail(st.message());
   return 0;
@@ -207,6 +216,7 @@ void AddGenerateCommands(CLI::App& app) {
   auto* logits = app.add_subcommand("logits", "Write the logits of every prompt position to a .npy file");
   AddCommonOptions(logits, *l);
   logits->add_option("-o,--output", l->output, "Output .npy file (float32 [prompt tokens, vocab])")->required();
+  logits->add_option("--chunk", l->chunk, "Run the prompt in chunks of this many tokens (0: all at once)");
   logits->callback([l] { ExitOnError(RunLogits(*l)); });
 }
 

@@ -32,6 +32,14 @@ void AddInfoCommand(CLI::App& app) {
     } else {
       std::printf("  params:   %.3gB\n", total / 1e9);
     }
+    // What one request costs in the cache: KV per token of context, and a hybrid model's fixed recurrent state.
+    if (c.hybrid()) {
+      std::printf("  cache:    %s KV per token (attention layers only), %s recurrent state per request\n",
+                  HumanBytes(static_cast<double>(KvBytesPerToken(c))).c_str(),
+                  HumanBytes(static_cast<double>(StateBytesPerSequence(c))).c_str());
+    } else {
+      std::printf("  cache:    %s KV per token\n", HumanBytes(static_cast<double>(KvBytesPerToken(c))).c_str());
+    }
     if (loaded->vocab)
       std::printf("  vocab:    %d tokens (%s), bos %d, eos %d\n", loaded->vocab->size(), loaded->vocab->model.c_str(),
                   loaded->vocab->bos, loaded->vocab->eos);

@@ -27,6 +27,7 @@ struct MakeModelOptions {
   std::string arch;
   int hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, context = 0;
   std::string format = "gguf";
+  std::string pattern;
   std::string dtype;
   int bits = 4;
   int group_size = 64;
@@ -105,6 +106,14 @@ int Run(const MakeModelOptions& o) {
     if (value > 0) *field = value;
   if (o.heads > 0 && o.head_dim == 0 && o.hidden > 0) c.head_dim = c.hidden / c.n_heads;
   if (c.n_heads % c.n_kv_heads != 0) return Fail("--heads must be a multiple of --kv-heads");
+  if (!o.pattern.empty()) {
+    if (!c.hybrid()) return Fail("--pattern gives the layers of a hybrid model (--arch nemotronh)");
+    c.layer_pattern = o.pattern;
+    c.n_layers = static_cast<int>(o.pattern.size());
+  }
+  if (c.hybrid() && c.n_layers != static_cast<int>(c.layer_pattern.size()))
+    return Fail(fmt::format("--layers {} does not match the {} layers of pattern {}; give --pattern instead", c.n_layers,
+                            c.layer_pattern.size(), c.layer_pattern));
   if (o.sliding_window) c.sliding_window = *o.sliding_window;
   if (o.attn_softcap) c.attn_softcap = *o.attn_softcap;
   if (o.final_softcap) c.final_softcap = *o.final_softcap;
@@ -212,6 +221,9 @@ void AddMakeModelCommand(CLI::App& app) {
   cmd->add_option("--arch", o->arch, "Family for 'tiny' or explicit sizes: " + SupportedNames());
   cmd->add_option("--hidden", o->hidden, "Model width (overrides the preset)");
   cmd->add_option("--layers", o->layers, "Number of layers");
+  cmd->add_option("--pattern", o->pattern,
+                  "nemotronh: the layers as hybrid_override_pattern spells them (M Mamba-2, * attention, - MLP, "
+                  "E experts), e.g. M*M-ME");
   cmd->add_option("--heads", o->heads, "Query heads");
   cmd->add_option("--kv-heads", o->kv_heads, "Key/value heads");
   cmd->add_option("--head-dim", o->head_dim, "Dimension per head");

@@ -2,6 +2,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "util/check.h"
 
@@ -13,6 +14,20 @@ EngineConfig Engine::Resolve(const Model& model, EngineConfig c) {
     c.num_kv_blocks = std::max(1, static_cast<int32_t>(c.kv_cache_gb * (1ull << 30) / per_block));
   }
   c.scheduler.max_model_len = std::min(c.scheduler.max_model_len, model.config().context_length);
+  if (model.has_state()) {
+    // A cached prefix holds KV blocks, not the recurrent state after it: a hit would skip tokens the Mamba layers
+    // never saw. Checkpointing states at block boundaries would allow it; until then hybrid models run without.
+    if (c.enable_prefix_caching)
+      std::fprintf(stderr, "prefix caching is off: this hybrid model's recurrent state is not cached with its KV blocks\n");
+    c.enable_prefix_caching = false;
+    // A rejected draft token would have advanced the state already (it cannot be rolled back like KV slots).
+    if (c.scheduler.speculative.enabled())
+      std::fprintf(stderr, "speculative decoding is off: a hybrid model's recurrent state cannot drop rejected drafts\n");
+    c.scheduler.speculative = SpeculativeConfig{};
+    if (c.num_state_slots <= 0) c.num_state_slots = c.scheduler.max_num_seqs;
+  } else {
+    c.num_state_slots = 0;
+  }
   return c;
 }
 
@@ -21,10 +36,12 @@ Engine::Engine(Model& model, const EngineConfig& config)
       config_(Resolve(model, config)),
       pool_(config_.threads),
       kv_storage_(model.KvShape(config_.num_kv_blocks, config_.block_size, config_.kv_cache_dtype)),
+      state_storage_(model.has_state() ? std::make_unique<SsmStateStorage>(model.StateShape(config_.num_state_slots))
+                                       : nullptr),
       kv_manager_(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching,
-                  model.config().UniformSlidingWindow()),
+                  model.config().UniformSlidingWindow(), config_.num_state_slots),
       scheduler_(config_.scheduler, &kv_manager_),
-      runner_(model, kv_storage_, kv_manager_, &pool_) {
+      runner_(model, kv_storage_, kv_manager_, &pool_, state_storage_.get()) {
   eos_tokens_ = model.loaded().eos_ids;
 }
 
@@ -52,6 +69,8 @@ Status Engine::Validate(std::span<const int32_t> prompt, const SamplingParams& p
 Result<RequestId> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& params, int32_t priority,
                               std::shared_ptr<const LoraAdapter> adapter) {
   PARALLM_RETURN_IF_ERROR(Validate(prompt, params));
+  if (adapter != nullptr && model_.has_state())
+    return Err("LoRA adapter {}: adapters are not supported for hybrid (Mamba) models yet", adapter->path);
   if (adapter != nullptr && static_cast<int>(adapter->layers.size()) != model_.config().n_layers)
     return Err("LoRA adapter {} was loaded for a model with {} layers, not this one", adapter->path,
                adapter->layers.size());
@@ -81,10 +100,14 @@ void Engine::ForkCopies(const ScheduledRequest& s, std::span<const float> logits
     std::copy(logits.begin(), logits.end(), row.begin());
     const SampleResult first = child->SampleNext(row);
     // Share the prompt's KV blocks when the copy can run now; the partly filled last block is copied.
+    // A hybrid model's copy also starts from the parent's recurrent state after the prompt.
     std::vector<std::pair<int32_t, int32_t>> copies;
+    std::pair<int32_t, int32_t> state_copy{-1, -1};
     const bool shares = scheduler_.HasRoomToRun() &&
-                        kv_manager_.Fork(parent.id, child->id, s.num_computed_tokens + s.num_new_tokens, &copies);
+                        kv_manager_.Fork(parent.id, child->id, s.num_computed_tokens + s.num_new_tokens, &copies,
+                                         &state_copy);
     for (const auto& [src, dst] : copies) kv_storage_.CopyBlock(src, dst);
+    if (shares && state_storage_ != nullptr) state_storage_->CopySlot(state_copy.first, state_copy.second);
     RequestOutput out{child->id, parent.id, k, {first.token}, {}, false, nullptr};
     if (params.logprobs >= 0) out.new_samples.push_back(first);
     const Request* copy = child.get();  // alive until the next Update hands it out, if it finishes at once

@@ -20,7 +20,10 @@ struct EngineConfig {
   double kv_cache_gb = 1.0;
   int32_t block_size = 16;
   KvDtype kv_cache_dtype = KvDtype::kF32;  // --kv-cache-dtype: bf16 halves the bytes per token, int8 quarters them
-  bool enable_prefix_caching = true;
+  bool enable_prefix_caching = true;  // off for hybrid models (see Engine::Resolve)
+  // Hybrid models (Nemotron-H): requests that may hold a recurrent-state slot at once (0: max_num_seqs). Fewer than
+  // max_num_seqs makes the state memory the limit on admission.
+  int32_t num_state_slots = 0;
   SchedulerConfig scheduler;
   int threads = 0;                // 0: all cores
 };
@@ -59,6 +62,8 @@ class Engine {
   const Scheduler& scheduler() const { return scheduler_; }
   const EngineConfig& config() const { return config_; }
   const Model& model() const { return model_; }
+  // Hybrid models: the recurrent-state storage (nullptr otherwise).
+  const SsmStateStorage* state_storage() const { return state_storage_.get(); }
   void CheckIntegrity() const { scheduler_.CheckIntegrity(); }
 
  private:
@@ -73,6 +78,7 @@ class Engine {
   EngineConfig config_;
   ThreadPool pool_;
   PagedKvStorage kv_storage_;
+  std::unique_ptr<SsmStateStorage> state_storage_;  // hybrid models only
   KVCacheManager kv_manager_;
   Scheduler scheduler_;
   ModelRunner runner_;

@@ -5,9 +5,11 @@
 
 namespace parallm {
 
-ModelRunner::ModelRunner(Model& model, PagedKvStorage& kv_storage, const KVCacheManager& kv_manager, ThreadPool* pool)
-    : model_(model), kv_storage_(kv_storage), kv_manager_(kv_manager), pool_(pool) {
+ModelRunner::ModelRunner(Model& model, PagedKvStorage& kv_storage, const KVCacheManager& kv_manager, ThreadPool* pool,
+                         SsmStateStorage* state)
+    : model_(model), kv_storage_(kv_storage), kv_manager_(kv_manager), pool_(pool), state_(state) {
   PARALLM_CHECK(kv_storage.shape().block_size == kv_manager.block_size());
+  PARALLM_CHECK_MSG(model.has_state() == (state != nullptr), "a hybrid model runs with its state storage, others without");
 }
 
 std::vector<float>& ModelRunner::Execute(const SchedulerOutput& out) {
@@ -24,7 +26,7 @@ std::vector<float>& ModelRunner::Execute(const SchedulerOutput& out) {
     PARALLM_CHECK(static_cast<int64_t>(table.size()) * bs >= end);
     batch.sequences.push_back(
         SequenceSlice{static_cast<int32_t>(tokens_.size()), s.num_new_tokens, end, table, r.num_prompt_tokens,
-                      r.adapter.get()});
+                      r.adapter.get(), kv_manager_.StateSlot(r.id)});
     PARALLM_CHECK(static_cast<size_t>(s.num_draft_tokens) == r.draft_tokens.size());
     for (int32_t p = s.num_computed_tokens; p < end; ++p) {
       // Past the request's tokens come its draft's (speculative decoding).
@@ -42,7 +44,7 @@ std::vector<float>& ModelRunner::Execute(const SchedulerOutput& out) {
   batch.slot_mapping = slots_;
   batch.logits_indices = logits_indices_;
   logits_.resize(logits_indices_.size() * static_cast<size_t>(model_.config().vocab));
-  if (!tokens_.empty()) model_.Forward(batch, kv_storage_, logits_.data(), pool_);
+  if (!tokens_.empty()) model_.Forward(batch, kv_storage_, logits_.data(), pool_, state_);
   return logits_;
 }
 

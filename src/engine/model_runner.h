@@ -14,7 +14,9 @@ namespace parallm {
 
 class ModelRunner {
  public:
-  ModelRunner(Model& model, PagedKvStorage& kv_storage, const KVCacheManager& kv_manager, ThreadPool* pool);
+  // `state`: hybrid models' recurrent-state storage (each sequence runs with its request's slot), else nullptr.
+  ModelRunner(Model& model, PagedKvStorage& kv_storage, const KVCacheManager& kv_manager, ThreadPool* pool,
+              SsmStateStorage* state = nullptr);
 
   // Logits [number of sampling requests, vocab], in the order they appear in `out.scheduled`. The caller may
   // modify them (samplers work in place); they are overwritten by the next Execute.
@@ -25,6 +27,7 @@ class ModelRunner {
   PagedKvStorage& kv_storage_;
   const KVCacheManager& kv_manager_;
   ThreadPool* pool_;
+  SsmStateStorage* state_;
   // Reused across steps.
   std::vector<int32_t> tokens_, positions_, logits_indices_;
   std::vector<int64_t> slots_;

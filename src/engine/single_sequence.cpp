@@ -15,6 +15,7 @@ SingleSequence::SingleSequence(Model& model, int max_tokens, ThreadPool* pool, K
       pool_(pool),
       max_tokens_(max_tokens),
       kv_(model.KvShape((max_tokens + kBlockSize - 1) / kBlockSize, kBlockSize, kv_dtype)) {
+  if (model.has_state()) state_ = std::make_unique<SsmStateStorage>(model.StateShape(1));
   block_table_.resize(static_cast<size_t>(kv_.shape().num_blocks));
   std::iota(block_table_.begin(), block_table_.end(), 0);
 }
@@ -39,10 +40,10 @@ std::vector<float> SingleSequence::Append(std::span<const int32_t> tokens, bool 
   batch.tokens = tokens;
   batch.positions = positions;
   batch.slot_mapping = slots;
-  batch.sequences.push_back(SequenceSlice{0, n, num_tokens_ + n, block_table_, 0, adapter_});
+  batch.sequences.push_back(SequenceSlice{0, n, num_tokens_ + n, block_table_, 0, adapter_, state_ ? 0 : -1});
   batch.logits_indices = logits_indices;
   std::vector<float> logits(logits_indices.size() * static_cast<size_t>(model_.config().vocab));
-  model_.Forward(batch, kv_, logits.data(), pool_);
+  model_.Forward(batch, kv_, logits.data(), pool_, state_.get());
   num_tokens_ += n;
   return logits;
 }

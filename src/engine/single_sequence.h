@@ -1,11 +1,14 @@
 // SingleSequence: runs one sequence through a Model with its own small KV storage: prefill, then one token
-// at a time. What `parallm generate` and `parallm logits` use until the batching engine serves them.
+// at a time (hybrid models also keep their recurrent state in a one-slot state storage). What `parallm generate` and `parallm logits` use until the batching engine serves them.
 #pragma once
 
 #include <span>
 #include <vector>
 
+#include <memory>
+
 #include "cache/kv_storage.h"
+#include "cache/ssm_state.h"
 #include "model/model.h"
 
 namespace parallm {
@@ -29,6 +32,7 @@ class SingleSequence {
   int max_tokens_;
   int num_tokens_ = 0;
   PagedKvStorage kv_;
+  std::unique_ptr<SsmStateStorage> state_;  // hybrid models: one slot, slot 0
   std::vector<int32_t> block_table_;
   const LoraAdapter* adapter_ = nullptr;
 };

@@ -11,10 +11,14 @@
 
 namespace parallm {
 
-enum class Arch { kLlama, kMistral, kQwen2, kQwen3, kGemma, kGemma2, kGemma3, kPhi3, kQwen2Moe, kQwen3Moe, kMixtral };
+enum class Arch { kLlama, kMistral, kQwen2, kQwen3, kGemma, kGemma2, kGemma3, kPhi3, kQwen2Moe, kQwen3Moe, kMixtral, kNemotronH };
 
-// The MLP's gate activation: SwiGLU (Llama, Qwen, Phi-3) or GeGLU with tanh-approximated GELU (Gemma).
-enum class Activation { kSilu, kGeluTanh };
+// The MLP's activation: SwiGLU (Llama, Qwen, Phi-3), GeGLU with tanh-approximated GELU (Gemma), or Nemotron-H's
+// squared ReLU on an ungated MLP (down(relu(up x)^2)).
+enum class Activation { kSilu, kGeluTanh, kRelu2 };
+
+// What one layer of a hybrid model (Nemotron-H's hybrid_override_pattern) holds besides its norm.
+enum class LayerKind : char { kMamba = 'M', kAttention = '*', kMlp = '-', kMoe = 'E' };
 
 struct ModelConfig {
   Arch arch = Arch::kLlama;
@@ -90,8 +94,35 @@ struct ModelConfig {
   int decoder_sparse_step = 1;
   std::vector<int> mlp_only_layers;
 
+  // Nemotron-H (hybrid): one mixer a layer, as hybrid_override_pattern spells it ('M' Mamba-2, '*' attention without
+  // RoPE, '-' ungated relu2 MLP, 'E' experts); empty for the other families (every layer attention + MLP).
+  std::string layer_pattern;
+  // The Mamba-2 mixer: in_proj -> z [ssm_inner], xBC [ssm_conv_dim()], dt [ssm_heads]; causal depthwise conv1d of width
+  // ssm_conv_kernel + SiLU over xBC; the selective scan per head with a state [ssm_head_dim, ssm_state] (B and C shared
+  // by the ssm_heads / ssm_groups heads of a group); y * silu(z), RMSNorm per group; out_proj.
+  int ssm_heads = 0;
+  int ssm_head_dim = 0;
+  int ssm_state = 0;
+  int ssm_groups = 1;
+  int ssm_conv_kernel = 4;
+  float ssm_dt_min = 0.0f;   // softplus(dt + dt_bias) is clamped below at this (transformers' time_step_min)
+  int ssm_chunk = 128;       // the chunk of the reference's chunked scan (written back to config.json; not used here)
+  // Nemotron-H's experts: sigmoid router scores plus a per-expert correction bias choose the experts (the best
+  // moe_topk_groups of moe_groups groups, by the sum of each group's two best), the sigmoid scores weight them
+  // (renormalised when norm_topk_prob), times routed_scaling.
+  int moe_groups = 1;
+  int moe_topk_groups = 1;
+  float routed_scaling = 1.0f;
+
+  bool hybrid() const { return !layer_pattern.empty(); }
+  LayerKind KindOf(int layer) const { return static_cast<LayerKind>(layer_pattern[static_cast<size_t>(layer)]); }
+  int ssm_inner() const { return ssm_heads * ssm_head_dim; }
+  int ssm_conv_dim() const { return ssm_inner() + 2 * ssm_groups * ssm_state; }
+  int ssm_in_proj() const { return ssm_inner() + ssm_conv_dim() + ssm_heads; }
+
   int q_dim() const { return n_heads * head_dim; }
   bool LayerIsMoe(int layer) const {
+    if (hybrid()) return KindOf(layer) == LayerKind::kMoe;
     if (n_experts <= 0 || decoder_sparse_step <= 0 || (layer + 1) % decoder_sparse_step != 0) return false;
     for (int l : mlp_only_layers)
       if (l == layer) return false;
@@ -100,6 +131,7 @@ struct ModelConfig {
   int kv_dim() const { return n_kv_heads * head_dim; }
   int rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   bool LayerIsSliding(int layer) const {
+    if (hybrid()) return false;
     return sliding_window > 0 && (sliding_pattern <= 1 || (layer + 1) % sliding_pattern != 0);
   }
   // The window when every layer is windowed (then KV blocks behind it can be released), else 0.
@@ -119,6 +151,11 @@ std::string ArchName(Arch a);  // "llama", "mistral", "qwen2", "qwen3", "gemma",
 int64_t ParameterCount(const ModelConfig& c);
 // The weights one token reads: ParameterCount less the experts it is not routed to (equal for dense models).
 int64_t ActiveParameterCount(const ModelConfig& c);
+// f32 bytes the cache holds per token of context (K and V of every attention layer: for hybrid models only the
+// attention layers keep KV), and per sequence for a hybrid model's recurrent state (each Mamba layer's conv window
+// and SSM state, whatever the length; 0 for other models).
+int64_t KvBytesPerToken(const ModelConfig& c);
+int64_t StateBytesPerSequence(const ModelConfig& c);
 // One-line summary: "qwen2: 24 layers, hidden 896, heads 14/2 x 64, ffn 4864, vocab 151936"
 std::string Describe(const ModelConfig& c);
 

@@ -17,6 +17,7 @@
 #include "model/arch/arch.h"
 #include "model/model.h"
 #include "model/moe.h"
+#include "model/nemotron_routing.h"
 #include "util/check.h"
 
 namespace parallm {
@@ -36,6 +37,8 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
 
 Model::Model(LoadedModel loaded) : loaded_(std::move(loaded)) {
   const ModelConfig& c = loaded_.config;
+  if (c.hybrid())
+    for (int l = 0, next = 0; l < c.n_layers; ++l) kv_layer_.push_back(c.KindOf(l) == LayerKind::kAttention ? next++ : -1);
   const int rot = c.rotary();
   inv_freq_.resize(static_cast<size_t>(rot / 2));
   std::vector<float> divisors = c.rope_freq_factors;  // Llama 3
@@ -75,6 +78,7 @@ Model::Model(LoadedModel loaded) : loaded_(std::move(loaded)) {
     for (LayerWeights& lw : w.layers) {
       for (MatrixView* m : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) mats.push_back(m);
       for (MatrixView* m : {&lw.moe.shared_gate, &lw.moe.shared_up, &lw.moe.shared_down}) mats.push_back(m);
+      for (MatrixView* m : {&lw.mamba.in_proj, &lw.mamba.out_proj}) mats.push_back(m);
       if (!repack_experts) continue;
       for (auto* list : {&lw.moe.gate, &lw.moe.up, &lw.moe.down})
         for (MatrixView& m : *list) mats.push_back(&m);
@@ -101,7 +105,20 @@ Model::Model(LoadedModel loaded) : loaded_(std::move(loaded)) {
 
 KvStorageShape Model::KvShape(int num_blocks, int block_size, KvDtype dtype) const {
   const ModelConfig& c = loaded_.config;
-  return KvStorageShape{c.n_layers, c.n_kv_heads, c.head_dim, block_size, num_blocks, dtype};
+  int kv_layers = c.n_layers;
+  if (c.hybrid()) kv_layers = std::max<int>(1, static_cast<int>(std::count(c.layer_pattern.begin(), c.layer_pattern.end(), '*')));
+  return KvStorageShape{kv_layers, c.n_kv_heads, c.head_dim, block_size, num_blocks, dtype};
+}
+
+SsmStateShape Model::StateShape(int num_slots) const {
+  const ModelConfig& c = loaded_.config;
+  PARALLM_CHECK(c.hybrid());
+  SsmStateShape s;
+  for (int l = 0; l < c.n_layers; ++l) s.has_state.push_back(c.KindOf(l) == LayerKind::kMamba ? 1 : 0);
+  s.conv_floats = static_cast<int64_t>(c.ssm_conv_kernel - 1) * c.ssm_conv_dim();
+  s.ssm_floats = static_cast<int64_t>(c.ssm_inner()) * c.ssm_state;
+  s.num_slots = num_slots;
+  return s;
 }
 
 namespace {
@@ -115,11 +132,18 @@ void Resize(std::vector<float>& v, int64_t n) {
 // The sublayers over one step's batch; the family's block (ArchSpec::block) composes them per layer.
 class Model::Ops final : public LayerOps {
  public:
-  Ops(Model& m, const ForwardBatch& batch, PagedKvStorage& kv, ThreadPool* pool)
-      : m_(m), c_(m.loaded_.config), batch_(batch), kv_(kv), pool_(pool), T_(batch.num_tokens()) {}
+  Ops(Model& m, const ForwardBatch& batch, PagedKvStorage& kv, SsmStateStorage* state, ThreadPool* pool)
+      : m_(m), c_(m.loaded_.config), batch_(batch), kv_(kv), state_(state), pool_(pool), T_(batch.num_tokens()) {}
 
   float* residual() override { return m_.x_.data(); }
   float* scratch() override { return m_.xn_.data(); }
+  const ModelConfig& config() const override { return c_; }
+
+  void Mamba(int layer, const float* in, float* out) override {
+    PARALLM_CHECK_MSG(state_ != nullptr, "a hybrid model run without its state storage");
+    MambaMixer(c_, m_.loaded_.weights.layers[static_cast<size_t>(layer)].mamba, layer, batch_, in, out, *state_,
+               m_.mamba_, pool_);
+  }
 
   void Norm(const std::vector<float>& w, const float* in, float* out) override {
     RmsNorm(in, w.data(), c_.rms_eps, T_, c_.hidden, out);
@@ -148,18 +172,21 @@ class Model::Ops final : public LayerOps {
     }
     const int rot = c_.rotary();
     const float mscale = c_.rope_longrope ? c_.rope_longrope->attn_factor : 1.0f;
+    const bool rope = !c_.hybrid();  // Nemotron-H's attention layers have no position embedding
     for (int64_t t = 0; t < T_; ++t) {
       const int64_t pos = batch_.positions[static_cast<size_t>(t)];
       const float* inv_freq = m_.InvFreqFor(batch_, t, layer);
-      ApplyRope(q + t * Q, c_.n_heads, c_.head_dim, rot, pos, inv_freq, c_.rope_style);
-      ApplyRope(k + t * KV, c_.n_kv_heads, c_.head_dim, rot, pos, inv_freq, c_.rope_style);
+      if (rope) {
+        ApplyRope(q + t * Q, c_.n_heads, c_.head_dim, rot, pos, inv_freq, c_.rope_style);
+        ApplyRope(k + t * KV, c_.n_kv_heads, c_.head_dim, rot, pos, inv_freq, c_.rope_style);
+      }
       if (mscale != 1.0f) {  // LongRoPE's attention factor scales the rotated dims (cos and sin) of q and k
         ScaleRotated(q + t * Q, c_.n_heads, c_.head_dim, rot, mscale);
         ScaleRotated(k + t * KV, c_.n_kv_heads, c_.head_dim, rot, mscale);
       }
       const int64_t slot = batch_.slot_mapping[static_cast<size_t>(t)];
       PARALLM_CHECK(slot >= 0 && slot < kv_.num_slots());
-      kv_.Write(layer, slot, k + t * KV, v + t * KV);
+      kv_.Write(m_.KvLayer(layer), slot, k + t * KV, v + t * KV);
     }
     m_.Attention(batch_, layer, kv_, pool_);
     MatMul(lw.wo, m_.attn_.data(), T_, out, c_.hidden, pool_);
@@ -180,7 +207,13 @@ class Model::Ops final : public LayerOps {
     Resize(m_.router_logits_, T_ * E);
     MatMul(moe.router, in, T_, m_.router_logits_.data(), E, pool_);
     ExpertRouting& r = m_.routing_;
-    RouteTokens(m_.router_logits_.data(), T_, static_cast<int>(E), static_cast<int>(k), c_.norm_topk_prob, &r);
+    if (c_.hybrid()) {
+      const SigmoidRouting p{static_cast<int>(E), static_cast<int>(k), c_.moe_groups, c_.moe_topk_groups,
+                             c_.norm_topk_prob, c_.routed_scaling};
+      RouteTokensSigmoid(m_.router_logits_.data(), moe.score_bias.empty() ? nullptr : moe.score_bias.data(), T_, p, &r);
+    } else {
+      RouteTokens(m_.router_logits_.data(), T_, static_cast<int>(E), static_cast<int>(k), c_.norm_topk_prob, &r);
+    }
     Resize(m_.moe_x_, A * H);
     Resize(m_.moe_y_, A * H);
     Resize(m_.moe_gate_, A * F);
@@ -193,8 +226,9 @@ class Model::Ops final : public LayerOps {
       if (r.offsets[static_cast<size_t>(e) + 1] > r.offsets[static_cast<size_t>(e)]) active.push_back(e);
     auto run_expert = [&](int32_t e, ThreadPool* pool) {
       const int64_t first = r.offsets[static_cast<size_t>(e)], n = r.offsets[static_cast<size_t>(e) + 1] - first;
-      GatedMlp(moe.gate[static_cast<size_t>(e)], moe.up[static_cast<size_t>(e)], moe.down[static_cast<size_t>(e)],
-               x + first * H, n, g + first * F, u + first * F, y + first * H, pool);
+      static const MatrixView kNoGate;
+      GatedMlp(moe.gate.empty() ? kNoGate : moe.gate[static_cast<size_t>(e)], moe.up[static_cast<size_t>(e)],
+               moe.down[static_cast<size_t>(e)], x + first * H, n, g + first * F, u + first * F, y + first * H, pool);
     };
     // Many small groups (decode): one expert per task; large ones (prefill): each over the pool. MatMul's results do
     // not depend on the split, so both ways give the same bits.
@@ -205,12 +239,14 @@ class Model::Ops final : public LayerOps {
     } else {
       for (int32_t e : active) run_expert(e, pool_);
     }
-    // The shared expert (Qwen2-MoE) reads `in`, which `out` may overwrite: computed first, with its gate.
-    const bool shared = !moe.shared_expert_gate.empty();
+    // The shared expert (Qwen2-MoE, Nemotron-H) reads `in`, which `out` may overwrite: computed first, with its gate
+    // (Qwen2-MoE's sigmoid(x . gate); Nemotron-H's has none: scale 1).
+    const bool shared = moe.shared_up.rows > 0;
     float* sh = m_.xs_.data();
     if (shared) {
       Resize(m_.shared_scale_, T_);
-      for (int64_t t = 0; t < T_; ++t) {
+      for (int64_t t = 0; t < T_ && moe.shared_expert_gate.empty(); ++t) m_.shared_scale_[static_cast<size_t>(t)] = 1.0f;
+      for (int64_t t = 0; t < T_ && !moe.shared_expert_gate.empty(); ++t) {
         float dot = 0;
         for (int64_t i = 0; i < H; ++i) dot += in[t * H + i] * moe.shared_expert_gate[static_cast<size_t>(i)];
         m_.shared_scale_[static_cast<size_t>(t)] = 1.0f / (1.0f + std::exp(-dot));
@@ -233,11 +269,19 @@ class Model::Ops final : public LayerOps {
   }
 
  private:
-  // out = down · (act(gate in) * up in) for n rows; gate/up scratch [n, gate.rows]. out may be in. With
+  // out = down · (act(gate in) * up in) for n rows; gate/up scratch [n, up.rows]; an empty `w_gate` (Nemotron-H's
+  // ungated MLPs and experts) means out = down · relu(up in)^2 (the gate scratch is unused). out may be in. With
   // `lora_layer` >= 0 (a dense MLP) the step's LoRA updates of that layer's gate, up and down projections are added;
   // experts take none (adapters on expert layers are refused when they load).
   void GatedMlp(const MatrixView& w_gate, const MatrixView& w_up, const MatrixView& w_down, const float* in,
                 int64_t n, float* gate, float* up, float* out, ThreadPool* pool, int lora_layer = -1) {
+    if (w_gate.rows == 0) {
+      const int64_t F = w_up.rows;
+      MatMul(w_up, in, n, up, F, pool);
+      for (int64_t i = 0; i < n * F; ++i) up[i] = up[i] > 0.0f ? up[i] * up[i] : 0.0f;
+      MatMul(w_down, up, n, out, c_.hidden, pool);
+      return;
+    }
     const int64_t F = w_gate.rows;
     const MatMulOut gate_up[] = {{&w_gate, gate, F}, {&w_up, up, F}};
     MatMulMulti(gate_up, in, n, pool);
@@ -282,6 +326,7 @@ class Model::Ops final : public LayerOps {
   const ModelConfig& c_;
   const ForwardBatch& batch_;
   PagedKvStorage& kv_;
+  SsmStateStorage* state_;
   ThreadPool* pool_;
   const int64_t T_;
 };
@@ -298,7 +343,8 @@ const float* Model::InvFreqFor(const ForwardBatch& batch, int64_t t, int layer) 
   return inv_freq_.data();
 }
 
-void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits, ThreadPool* pool) {
+void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits, ThreadPool* pool,
+                    SsmStateStorage* state) {
   const ModelConfig& c = loaded_.config;
   const ModelWeights& w = loaded_.weights;
   const int64_t T = batch.num_tokens();
@@ -335,7 +381,15 @@ void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits
   for (const SequenceSlice& seq : batch.sequences)
     PARALLM_CHECK_MSG(seq.adapter == nullptr || static_cast<int>(seq.adapter->layers.size()) == c.n_layers,
                       "a LoRA adapter loaded for another model");
-  Ops ops(*this, batch, kv, pool);
+  if (c.hybrid()) {
+    PARALLM_CHECK_MSG(state != nullptr, "a hybrid model needs its state storage");
+    for (const SequenceSlice& seq : batch.sequences) {
+      PARALLM_CHECK_MSG(seq.state_slot >= 0 && seq.state_slot < state->num_slots(), "a sequence without a state slot");
+      // A sequence (re)starting at position 0 starts from the zero state: new requests and preempted ones alike.
+      if (seq.num_tokens > 0 && seq.context_len == seq.num_tokens) state->Reset(seq.state_slot);
+    }
+  }
+  Ops ops(*this, batch, kv, state, pool);
   const LayerBlock block = SpecFor(c.arch).block;
   for (int l = 0; l < c.n_layers; ++l) block(ops, w.layers[static_cast<size_t>(l)], l);
 
@@ -360,7 +414,7 @@ void Model::Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, 
   const int64_t Q = c.q_dim();
   const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, c.AttentionScale(),
                              c.LayerIsSliding(layer) ? c.sliding_window : 0, c.attn_softcap};
-  const PagedKvView view = kv.View(layer);
+  const PagedKvView view = kv.View(KvLayer(layer));
   const int n_threads = pool ? pool->num_threads() : 1;
   if (static_cast<int>(scores_.size()) < n_threads) scores_.resize(static_cast<size_t>(n_threads));
 

@@ -201,10 +201,113 @@ Status ReadHfMoe(const boost::json::object& cfg, const ArchSpec& spec, const std
   return Status::Ok();
 }
 
+// transformers' NemotronHConfig: the layer pattern (hybrid_override_pattern, or the newer layers_block_type list), the
+// Mamba-2 mixer (mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups, conv_kernel, time_step_min, with the
+// older mamba_* spellings), the relu2 MLP and the sigmoid-routed experts. What parallm cannot run is refused by name.
+Status ReadHfNemotronH(const boost::json::object& cfg, const std::string& path, ModelConfig& c) {
+  auto positive = [&](std::initializer_list<const char*> keys, std::optional<double> def) -> Result<int> {
+    std::optional<double> v;
+    const char* name = *keys.begin();
+    for (const char* key : keys)
+      if (!v) v = Number(cfg, key);
+    if (!v) v = def;
+    if (!v || *v != std::floor(*v) || *v < 1 || *v > (1 << 24))
+      return Err("{}: '{}' must be a positive integer for nemotron_h", path, name);
+    return static_cast<int>(*v);
+  };
+  if (auto p = String(cfg, "hybrid_override_pattern")) {
+    c.layer_pattern = *p;
+  } else {
+    for (const char* key : {"layers_block_type", "layer_types"}) {
+      auto it = cfg.find(key);
+      if (it == cfg.end() || !it->value().is_array()) continue;
+      for (const boost::json::value& v : it->value().as_array()) {
+        const std::string t = v.is_string() ? std::string(v.as_string()) : "";
+        if (t == "mamba" || t == "linear_attention") c.layer_pattern += 'M';
+        else if (t == "attention" || t == "full_attention") c.layer_pattern += '*';
+        else if (t == "mlp") c.layer_pattern += '-';
+        else if (t == "moe") c.layer_pattern += 'E';
+        else return Err("{}: '{}' holds '{}'; expected mamba, attention, mlp or moe layers", path, key, t);
+      }
+      break;
+    }
+  }
+  if (c.layer_pattern.empty()) return Err("{}: nemotron_h needs 'hybrid_override_pattern' (or 'layers_block_type')", path);
+  if (static_cast<int>(c.layer_pattern.size()) != c.n_layers)
+    return Err("{}: 'hybrid_override_pattern' has {} layers, num_hidden_layers says {}", path, c.layer_pattern.size(),
+               c.n_layers);
+  for (char k : c.layer_pattern)
+    if (k != 'M' && k != '*' && k != '-' && k != 'E')
+      return Err("{}: 'hybrid_override_pattern' holds '{}'; expected M (Mamba-2), * (attention), - (MLP), E (experts)",
+                 path, k);
+  if (auto act = String(cfg, "mlp_hidden_act"); act && *act != "relu2")
+    return Err("{}: 'mlp_hidden_act' = '{}' is not supported for nemotron_h (expected relu2)", path, *act);
+  if (auto act = String(cfg, "mamba_hidden_act"); act && *act != "silu" && *act != "swish")
+    return Err("{}: 'mamba_hidden_act' = '{}' is not supported for nemotron_h (expected silu)", path, *act);
+  for (const char* key : {"attention_bias", "mlp_bias", "use_bias", "mamba_proj_bias"})
+    if (Bool(cfg, key).value_or(false)) return Err("{}: '{}' = true is not supported for nemotron_h", path, key);
+  if (auto it = cfg.find("moe_latent_size"); it != cfg.end() && !it->value().is_null())
+    return Err("{}: 'moe_latent_size' (latent expert projections) is not supported for nemotron_h", path);
+  c.activation = Activation::kRelu2;
+  c.rms_eps = static_cast<float>(Number(cfg, "layer_norm_epsilon").value_or(1e-5));
+  PARALLM_ASSIGN_OR_RETURN(c.ssm_heads, positive({"mamba_num_heads"}, std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.ssm_head_dim, positive({"mamba_head_dim"}, std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.ssm_state, positive({"ssm_state_size"}, 128.0));
+  PARALLM_ASSIGN_OR_RETURN(c.ssm_groups, positive({"n_groups", "mamba_n_groups"}, 8.0));
+  PARALLM_ASSIGN_OR_RETURN(c.ssm_conv_kernel, positive({"conv_kernel", "mamba_d_conv"}, 4.0));
+  PARALLM_ASSIGN_OR_RETURN(c.ssm_chunk, positive({"chunk_size", "mamba_chunk_size"}, 128.0));
+  c.ssm_dt_min = static_cast<float>(Number(cfg, "time_step_min").value_or(Number(cfg, "mamba_dt_min").value_or(0.001)));
+  if (c.layer_pattern.find('E') != std::string::npos) {
+    PARALLM_ASSIGN_OR_RETURN(c.n_experts, positive({"n_routed_experts"}, std::nullopt));
+    PARALLM_ASSIGN_OR_RETURN(c.n_experts_used, positive({"num_experts_per_tok"}, std::nullopt));
+    PARALLM_ASSIGN_OR_RETURN(c.expert_ffn, positive({"moe_intermediate_size"}, std::nullopt));
+    PARALLM_ASSIGN_OR_RETURN(c.shared_expert_ffn, positive({"moe_shared_expert_intermediate_size"}, std::nullopt));
+    PARALLM_ASSIGN_OR_RETURN(c.moe_groups, positive({"n_group"}, 1.0));
+    PARALLM_ASSIGN_OR_RETURN(c.moe_topk_groups, positive({"topk_group"}, 1.0));
+    if (auto shared = Number(cfg, "n_shared_experts"); shared && *shared != 1)
+      return Err("{}: 'n_shared_experts' = {} is not supported for nemotron_h (expected 1)", path, *shared);
+    c.norm_topk_prob = Bool(cfg, "norm_topk_prob").value_or(true);
+    c.routed_scaling = static_cast<float>(Number(cfg, "routed_scaling_factor").value_or(1.0));
+  }
+  return Status::Ok();
+}
+
+void WriteHfNemotronH(const ModelConfig& c, boost::json::object& cfg) {
+  cfg.erase("hidden_act");
+  cfg.erase("rope_theta");
+  cfg["hybrid_override_pattern"] = c.layer_pattern;
+  cfg["mlp_hidden_act"] = "relu2";
+  cfg["mamba_hidden_act"] = "silu";
+  cfg["layer_norm_epsilon"] = c.rms_eps;
+  cfg["mamba_num_heads"] = c.ssm_heads;
+  cfg["mamba_head_dim"] = c.ssm_head_dim;
+  cfg["ssm_state_size"] = c.ssm_state;
+  cfg["n_groups"] = c.ssm_groups;
+  cfg["conv_kernel"] = c.ssm_conv_kernel;
+  cfg["chunk_size"] = c.ssm_chunk;
+  cfg["time_step_min"] = c.ssm_dt_min;
+  cfg["use_conv_bias"] = true;
+  cfg["use_bias"] = false;
+  cfg["mlp_bias"] = false;
+  if (c.n_experts > 0) {
+    cfg["n_routed_experts"] = c.n_experts;
+    cfg["num_experts_per_tok"] = c.n_experts_used;
+    cfg["moe_intermediate_size"] = c.expert_ffn;
+    cfg["moe_shared_expert_intermediate_size"] = c.shared_expert_ffn;
+    cfg["n_shared_experts"] = 1;
+    cfg["n_group"] = c.moe_groups;
+    cfg["topk_group"] = c.moe_topk_groups;
+    cfg["norm_topk_prob"] = c.norm_topk_prob;
+    cfg["routed_scaling_factor"] = c.routed_scaling;
+    cfg["moe_latent_size"] = nullptr;
+  }
+}
+
 }  // namespace
 
 Status ReadHfExtras(const boost::json::object& cfg, const ArchSpec& spec, const std::string& path, ModelConfig& c) {
   ApplySpec(spec, c);
+  if (spec.arch == Arch::kNemotronH) return ReadHfNemotronH(cfg, path, c);
   // The activation: SiLU for every family but Gemma's GeGLU; anything else would be a silently wrong model.
   for (const char* key : {"hidden_activation", "hidden_act"}) {
     auto act = String(cfg, key);
@@ -272,6 +375,7 @@ Status ReadHfExtras(const boost::json::object& cfg, const ArchSpec& spec, const 
 }
 
 void WriteHfExtras(const ModelConfig& c, const ArchSpec& spec, boost::json::object& cfg) {
+  if (spec.arch == Arch::kNemotronH) return WriteHfNemotronH(c, cfg);
   if (spec.moe) {
     cfg["num_experts_per_tok"] = c.n_experts_used;
     if (spec.arch == Arch::kMixtral) {
@@ -336,6 +440,22 @@ Status ValidateExtras(const ModelConfig& c, const std::string& path) {
   if (!(c.attn_softcap >= 0) || !(c.final_softcap >= 0)) return Err("{}: soft-capping values must be >= 0", path);
   if (!c.rope_freq_factors.empty() && c.rotary_dim > 0 && c.rotary_dim != c.head_dim)
     return Err("{}: rope_freqs with partial rotary embeddings is not supported", path);
+  if (c.hybrid()) {
+    if (static_cast<int>(c.layer_pattern.size()) != c.n_layers ||
+        c.layer_pattern.find_first_not_of("M*-E") != std::string::npos)
+      return Err("{}: layer pattern '{}' must give each of the {} layers as M, *, - or E", path, c.layer_pattern,
+                 c.n_layers);
+    if (c.ssm_heads <= 0 || c.ssm_head_dim <= 0 || c.ssm_state <= 0 || c.ssm_groups <= 0 || c.ssm_conv_kernel <= 0)
+      return Err("{}: the Mamba-2 shape (heads {}, head dim {}, state {}, groups {}, conv {}) must be positive", path,
+                 c.ssm_heads, c.ssm_head_dim, c.ssm_state, c.ssm_groups, c.ssm_conv_kernel);
+    if (c.ssm_heads % c.ssm_groups != 0)
+      return Err("{}: {} Mamba heads are not a multiple of {} groups", path, c.ssm_heads, c.ssm_groups);
+    if (c.n_experts > 0 && (c.moe_groups <= 0 || c.n_experts % c.moe_groups != 0 || c.moe_topk_groups < 1 ||
+                            c.moe_topk_groups > c.moe_groups ||
+                            c.moe_topk_groups * (c.n_experts / c.moe_groups) < c.n_experts_used))
+      return Err("{}: expert groups {} (top {}) do not fit {} experts top-{}", path, c.moe_groups, c.moe_topk_groups,
+                 c.n_experts, c.n_experts_used);
+  }
   if (c.n_experts > 0) {
     if (c.n_experts_used < 1 || c.n_experts_used > c.n_experts)
       return Err("{}: {} experts per token out of {}; expected 1 to {}", path, c.n_experts_used, c.n_experts, c.n_experts);

@@ -21,6 +21,9 @@ struct SequenceSlice {
   int32_t num_prompt_tokens = 0;
   // The LoRA adapter this sequence runs with (nullptr: the base model). Must outlive the Forward call.
   const LoraAdapter* adapter = nullptr;
+  // Hybrid models: the slot of the SsmStateStorage holding this sequence's recurrent state (-1: none). Reset by the
+  // model when the sequence's first new token is at position 0.
+  int32_t state_slot = -1;
 };
 
 struct ForwardBatch {

@@ -3,6 +3,7 @@
 #include "model/loader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -31,6 +32,8 @@ struct TensorSource {
   std::function<std::string(const std::string& canonical)> display_name;
   // Added to every norm weight to get the multiplier the norm applies (Gemma's Hugging Face (1 + w)).
   float norm_offset = 0;
+  // Mamba-2's A is stored as A_log (Hugging Face / MLX: A = -exp(A_log)) rather than as A itself (llama.cpp).
+  bool a_is_log = false;
 };
 
 class WeightBinder {
@@ -123,6 +126,22 @@ class WeightBinder {
     return v;
   }
 
+  // A float tensor of `n` values whatever its shape (Hugging Face's conv1d [C, 1, K], llama.cpp's [C, K]).
+  Result<std::vector<float>> Flat(const std::string& name, int64_t n) {
+    std::string shown = source_.display_name(name);
+    const TensorView* t = source_.find(name);
+    if (t == nullptr) return Err("{}: missing tensor '{}'", path_, shown);
+    if (t->NumElements() != n)
+      return Err("{}: tensor '{}' has shape {}, expected {} values", path_, shown, ShapeString(t->shape), n);
+    if (!Info(t->dtype).is_float) return Err("{}: tensor '{}' has type {}, expected a float type", path_, shown, Name(t->dtype));
+    std::vector<float> v(static_cast<size_t>(n));
+    DequantizeRow(t->dtype, t->data, v.data(), n);
+    Count(Name(t->dtype));
+    return v;
+  }
+
+  bool a_is_log() const { return source_.a_is_log; }
+
   // A norm's weights as the multiplier it applies.
   Result<std::vector<float>> Norm(const std::string& name, int64_t n) {
     PARALLM_ASSIGN_OR_RETURN(std::vector<float> v, Vector(name, n));
@@ -209,7 +228,70 @@ Status BindMoe(const ModelConfig& c, int l, WeightBinder& b, ModelWeights* w, Mo
   return Status::Ok();
 }
 
+// A hybrid (Nemotron-H) model: each layer's norm and its one mixer; experts and MLPs ungated.
+Status BindHybridWeights(const ModelConfig& c, WeightBinder& b, ModelWeights* w) {
+  const int64_t H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), F = c.ffn, V = c.vocab;
+  const int64_t I = c.ssm_inner(), CD = c.ssm_conv_dim(), NH = c.ssm_heads;
+  PARALLM_ASSIGN_OR_RETURN(w->token_embd, b.Matrix("token_embd.weight", V, H));
+  w->layers.resize(static_cast<size_t>(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerWeights& lw = w->layers[static_cast<size_t>(l)];
+    PARALLM_ASSIGN_OR_RETURN(lw.attn_norm, b.Norm(LayerTensor(l, "attn_norm"), H));
+    switch (c.KindOf(l)) {
+      case LayerKind::kMamba: {
+        MambaWeights& m = lw.mamba;
+        PARALLM_ASSIGN_OR_RETURN(m.in_proj, b.Matrix(LayerTensor(l, "ssm_in"), c.ssm_in_proj(), H));
+        PARALLM_ASSIGN_OR_RETURN(m.conv, b.Flat(LayerTensor(l, "ssm_conv1d"), CD * c.ssm_conv_kernel));
+        if (b.Has(LayerTensor(l, "ssm_conv1d", "bias"))) {
+          PARALLM_ASSIGN_OR_RETURN(m.conv_bias, b.Flat(LayerTensor(l, "ssm_conv1d", "bias"), CD));
+        }
+        PARALLM_ASSIGN_OR_RETURN(m.dt_bias, b.Flat(LayerTensor(l, "ssm_dt", "bias"), NH));
+        PARALLM_ASSIGN_OR_RETURN(m.a, b.Flat(fmt::format("blk.{}.ssm_a", l), NH));
+        if (b.a_is_log())
+          for (float& a : m.a) a = -std::exp(a);
+        PARALLM_ASSIGN_OR_RETURN(m.d, b.Flat(fmt::format("blk.{}.ssm_d", l), NH));
+        PARALLM_ASSIGN_OR_RETURN(m.norm, b.Flat(LayerTensor(l, "ssm_norm"), I));
+        PARALLM_ASSIGN_OR_RETURN(m.out_proj, b.Matrix(LayerTensor(l, "ssm_out"), H, I));
+        break;
+      }
+      case LayerKind::kAttention: {
+        PARALLM_ASSIGN_OR_RETURN(lw.wq, b.Matrix(LayerTensor(l, "attn_q"), Q, H));
+        PARALLM_ASSIGN_OR_RETURN(lw.wk, b.Matrix(LayerTensor(l, "attn_k"), KV, H));
+        PARALLM_ASSIGN_OR_RETURN(lw.wv, b.Matrix(LayerTensor(l, "attn_v"), KV, H));
+        PARALLM_ASSIGN_OR_RETURN(lw.wo, b.Matrix(LayerTensor(l, "attn_output"), H, Q));
+        break;
+      }
+      case LayerKind::kMlp: {
+        PARALLM_ASSIGN_OR_RETURN(lw.w_up, b.Matrix(LayerTensor(l, "ffn_up"), F, H));
+        PARALLM_ASSIGN_OR_RETURN(lw.w_down, b.Matrix(LayerTensor(l, "ffn_down"), H, F));
+        break;
+      }
+      case LayerKind::kMoe: {
+        MoeWeights& moe = lw.moe;
+        const int64_t EF = c.expert_ffn, S = c.shared_expert_ffn;
+        PARALLM_ASSIGN_OR_RETURN(moe.router, b.F32Matrix(LayerTensor(l, "ffn_gate_inp"), c.n_experts, H, w));
+        PARALLM_ASSIGN_OR_RETURN(moe.score_bias, b.Flat(LayerTensor(l, "exp_probs_b", "bias"), c.n_experts));
+        PARALLM_ASSIGN_OR_RETURN(moe.up, b.Experts(l, "ffn_up", c.n_experts, EF, H));
+        PARALLM_ASSIGN_OR_RETURN(moe.down, b.Experts(l, "ffn_down", c.n_experts, H, EF));
+        if (S > 0) {
+          PARALLM_ASSIGN_OR_RETURN(moe.shared_up, b.Matrix(LayerTensor(l, "ffn_up_shexp"), S, H));
+          PARALLM_ASSIGN_OR_RETURN(moe.shared_down, b.Matrix(LayerTensor(l, "ffn_down_shexp"), H, S));
+        }
+        break;
+      }
+    }
+  }
+  PARALLM_ASSIGN_OR_RETURN(w->output_norm, b.Norm("output_norm.weight", H));
+  if (c.tied_embeddings) {
+    w->output = w->token_embd;
+  } else {
+    PARALLM_ASSIGN_OR_RETURN(w->output, b.Matrix("output.weight", V, H));
+  }
+  return Status::Ok();
+}
+
 Status BindWeights(const ModelConfig& c, WeightBinder& b, ModelWeights* w) {
+  if (c.hybrid()) return BindHybridWeights(c, b, w);
   const int64_t H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), F = c.ffn, V = c.vocab;
   const bool fused = SpecFor(c.arch).fused_projections;
   PARALLM_ASSIGN_OR_RETURN(w->token_embd, b.Matrix("token_embd.weight", V, H));
@@ -281,7 +363,7 @@ Status ValidateConfig(const ModelConfig& c, const std::string& path) {
   PARALLM_RETURN_IF_ERROR(positive(c.context_length, "context length"));
   if (c.n_heads % c.n_kv_heads != 0)
     return Err("{}: {} attention heads are not a multiple of {} key/value heads", path, c.n_heads, c.n_kv_heads);
-  if (c.head_dim % 2 != 0) return Err("{}: head dimension {} is odd; RoPE needs pairs", path, c.head_dim);
+  if (c.head_dim % 2 != 0 && !c.hybrid()) return Err("{}: head dimension {} is odd; RoPE needs pairs", path, c.head_dim);
   PARALLM_RETURN_IF_ERROR(ValidateExtras(c, path));
   if (!c.rope_freq_factors.empty() && c.rope_freq_factors.size() != static_cast<size_t>(c.head_dim / 2))
     return Err("{}: rope_freqs has {} entries, expected head_dim/2 = {}", path, c.rope_freq_factors.size(),
@@ -299,6 +381,8 @@ Result<LoadedModel> LoadGguf(const std::string& path) {
   const ArchSpec* spec = SpecByGgufArchitecture(*arch_name);
   if (spec == nullptr)
     return Err("{}: architecture '{}' is not supported (supported: {})", path, *arch_name, SupportedNames());
+  if (spec->arch == Arch::kNemotronH)
+    return Err("{}: nemotron_h GGUF files are not supported yet (Hugging Face and MLX folders are)", path);
   // llama.cpp writes Mixtral as a "llama" file with experts.
   if (spec->arch == Arch::kLlama && file.GetInt("llama.expert_count").value_or(0) > 0) spec = &MixtralSpec();
   const std::string p = *arch_name + ".";
@@ -387,6 +471,9 @@ Result<LoadedModel> LoadHf(const std::string& dir) {
   };
   auto model_type = str("model_type");
   if (!model_type) return Err("{}: no model_type", cfg_path);
+  // Nemotron-H's layer count is its pattern's length (newer configs leave num_hidden_layers out).
+  std::optional<int> default_layers;
+  if (auto pattern = str("hybrid_override_pattern")) default_layers = static_cast<int>(pattern->size());
   const ArchSpec* spec = SpecByHfModelType(*model_type);
   if (spec == nullptr)
     return Err("{}: model_type '{}' is not supported (supported model types: {})", cfg_path, *model_type,
@@ -397,7 +484,7 @@ Result<LoadedModel> LoadHf(const std::string& dir) {
   ModelConfig& c = m.config;
   c.rope_style = RopeStyle::kHalf;
   PARALLM_ASSIGN_OR_RETURN(c.hidden, integer("hidden_size", std::nullopt));
-  PARALLM_ASSIGN_OR_RETURN(c.n_layers, integer("num_hidden_layers", std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.n_layers, integer("num_hidden_layers", default_layers));
   PARALLM_ASSIGN_OR_RETURN(c.ffn, integer("intermediate_size", std::nullopt));
   PARALLM_ASSIGN_OR_RETURN(c.n_heads, integer("num_attention_heads", std::nullopt));
   PARALLM_ASSIGN_OR_RETURN(c.n_kv_heads, integer("num_key_value_heads", c.n_heads));
@@ -442,15 +529,24 @@ Result<LoadedModel> LoadHf(const std::string& dir) {
   const std::optional<MlxQuantization>& quant = folder.quantization;
   TensorSource source;
   const Arch arch = c.arch;
-  source.find = [&](const std::string& canonical) -> const TensorView* {
+  // Nemotron-H folders saved by transformers name the backbone "model." where the published ones say "backbone.".
+  const bool model_prefix = arch == Arch::kNemotronH && tensors.Find("backbone.embeddings.weight") == nullptr &&
+                            tensors.Find("model.embeddings.weight") != nullptr;
+  auto hf_name = [arch, model_prefix](const std::string& canonical) -> std::optional<std::string> {
     auto hf = HfNameFor(canonical, arch);
+    if (hf && model_prefix && StartsWith(*hf, "backbone.")) return "model." + hf->substr(9);
+    return hf;
+  };
+  source.find = [&](const std::string& canonical) -> const TensorView* {
+    auto hf = hf_name(canonical);
     return hf ? tensors.Find(*hf) : nullptr;
   };
-  source.display_name = [arch](const std::string& canonical) { return HfNameFor(canonical, arch).value_or(canonical); };
+  source.display_name = [hf_name](const std::string& canonical) { return hf_name(canonical).value_or(canonical); };
   source.norm_offset = spec->hf_norm_offset;
+  source.a_is_log = true;
   if (quant) {
     source.mlx_params = [&](const std::string& canonical) -> std::optional<MlxAffineParams> {
-      auto hf = HfNameFor(canonical, arch);
+      auto hf = hf_name(canonical);
       if (!hf || !EndsWith(*hf, ".weight")) return std::nullopt;
       std::string module = hf->substr(0, hf->size() - 7);
       if (tensors.Find(module + ".scales") == nullptr) return std::nullopt;  // stored in float

@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "cache/kv_storage.h"
+#include "cache/ssm_state.h"
 #include "model/forward_batch.h"
 #include "model/loader.h"
+#include "model/mamba_mixer.h"
 #include "model/moe.h"
 #include "model/lora_apply.h"
 #include "util/thread_pool.h"
@@ -29,15 +31,26 @@ class Model {
 
   // A KV storage shape for this model with `num_blocks` blocks of `block_size` slots.
   KvStorageShape KvShape(int num_blocks, int block_size = 16, KvDtype dtype = KvDtype::kF32) const;
+  // Hybrid models (Nemotron-H) keep a recurrent state per sequence beside the KV cache (cache/ssm_state.h).
+  bool has_state() const { return loaded_.config.hybrid(); }
+  // The state storage shape for `num_slots` sequences (has_state() only).
+  SsmStateShape StateShape(int num_slots) const;
 
   // Runs every token of `batch` through the decoder: writes each token's K/V at its slot in `kv`, attends
   // causally over its sequence's context (read through the block table), and writes the logits of the
   // tokens in batch.logits_indices to `logits` ([logits_indices.size(), vocab], row-major).
   // Each token's result depends only on its own sequence (batch invariance). Not thread-safe: one caller.
-  void Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits, ThreadPool* pool);
+  // Hybrid models also read and advance each sequence's state slot in `state` (required for them, ignored otherwise);
+  // a slot is reset when its sequence's first new token is at position 0.
+  void Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits, ThreadPool* pool,
+               SsmStateStorage* state = nullptr);
 
  private:
   class Ops;  // the LayerOps a step's layers run on (decoder.cpp)
+
+  // The KV storage layer of attention layer `layer`: itself, or for hybrid models its rank among the attention
+  // layers (the Mamba, MLP and expert layers keep no KV).
+  int KvLayer(int layer) const { return kv_layer_.empty() ? layer : kv_layer_[static_cast<size_t>(layer)]; }
 
   // The RoPE frequencies token t rotates with in `layer` (Gemma 3's local base, Phi-3's long factors).
   const float* InvFreqFor(const ForwardBatch& batch, int64_t t, int layer) const;
@@ -45,6 +58,7 @@ class Model {
 
   LoadedModel loaded_;
   double repack_seconds_ = 0;
+  std::vector<int> kv_layer_;  // hybrid models: layer -> KV storage layer (-1: none)
   // [rotary_dim / 2] each: the global layers' frequencies (Phi-3: the short factors), the windowed layers' (Gemma 3;
   // empty otherwise) and Phi-3's long ones (empty otherwise).
   std::vector<float> inv_freq_, inv_freq_local_, inv_freq_long_;
@@ -57,6 +71,7 @@ class Model {
   std::vector<float> router_logits_, moe_x_, moe_y_, moe_gate_, moe_up_, xs_, shared_scale_;
   ExpertRouting routing_;
   std::vector<int32_t> active_experts_;
+  MambaScratch mamba_;
   LoraBatch lora_;  // the step's tokens grouped by LoRA adapter (empty when every sequence runs the base model)
   std::vector<std::vector<float>> scores_;  // per thread: attention scratch (scores of a KV head's query heads)
 };

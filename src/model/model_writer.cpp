@@ -1,6 +1,8 @@
 // ModelWriter: f32 tensors in, GGUF / safetensors / MLX folders out, with metadata other engines read.
 #include "model/model_writer.h"
 
+#include <cmath>
+
 #include <filesystem>
 
 #include "formats/hf_folder.h"
@@ -94,6 +96,7 @@ Status EmitMoe(int l, const MoeWeights& moe, const TensorSink& sink) {
 }  // namespace
 
 Status EmitWeights(const ModelConfig& c, const ModelWeights& w, const TensorSink& sink) {
+  if (c.hybrid()) return Err("converting nemotron_h models is not supported yet");
   auto matrix = [&](const std::string& name, const MatrixView& m) {
     std::vector<float> values(static_cast<size_t>(m.rows * m.cols));
     for (int64_t r = 0; r < m.rows; ++r) DequantizeMatrixRow(m, r, values.data() + r * m.cols);
@@ -203,6 +206,8 @@ MlxAffineParams ModelWriter::MlxParamsFor(const std::string& name) const {
 }
 
 Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std::vector<float> values) {
+  if (config_.hybrid() && options_.format == ModelFormat::kGguf)
+    return Err("nemotron_h models can be written as Hugging Face or MLX folders only (GGUF is not supported yet)");
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   if (n != static_cast<int64_t>(values.size()))
@@ -237,6 +242,15 @@ Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std
   }
   auto hf = HfNameFor(name, config_.arch);
   if (!hf) return Status::Ok();  // e.g. rope_freqs.weight: config.json carries rope_scaling instead
+  if (config_.hybrid()) {
+    // Mamba-2 as the published checkpoints store it: A as A_log (A = -exp(A_log)), the conv filter as torch's Conv1d
+    // [conv_dim, 1, kernel] (mlx-lm's sanitized folders: MLX's [conv_dim, kernel, 1]; the same values in order).
+    if (EndsWith(name, ".ssm_a"))
+      for (float& v : values) v = std::log(-v);
+    if (EndsWith(name, ".ssm_conv1d.weight") && shape.size() == 2)
+      shape = options_.format == ModelFormat::kMlxFolder ? std::vector<int64_t>{shape[0], shape[1], 1}
+                                                          : std::vector<int64_t>{shape[0], 1, shape[1]};
+  }
   if (const float offset = SpecFor(config_.arch).hf_norm_offset; offset != 0 && EndsWith(name, "norm.weight"))
     for (float& v : values) v -= offset;  // Gemma's files store w for the multiplier 1 + w
   const MlxAffineParams p = MlxParamsFor(name);

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "model/arch/arch.h"
 #include "model/family_config.h"
 #include "model/model_writer.h"
@@ -41,7 +43,8 @@ std::vector<float> Random(uint64_t seed, const std::string& name, int64_t n, flo
 
 std::vector<std::string> PresetNames() {
   return {"tiny",      "qwen2.5-0.5b", "qwen3-0.6b", "llama-3.2-1b",  "gemma-2b",
-          "gemma2-2b", "gemma3-1b",    "phi-3-mini", "qwen3-30b-a3b", "qwen3-moe-mini"};
+          "gemma2-2b", "gemma3-1b",    "phi-3-mini", "qwen3-30b-a3b", "qwen3-moe-mini",
+          "nemotron-3-nano-30b-a3b", "nemotron-h-mini"};
 }
 
 namespace {
@@ -49,7 +52,18 @@ namespace {
 // What the family's published configs set beyond the shape: Gemma 2's soft-capping and window, Gemma 3's window
 // and RoPE bases. (Gemma's query_pre_attn_scalar is head_dim for every size but 27B: 0 says so.)
 void FamilyDefaults(ModelConfig& c) {
-  if (c.arch == Arch::kQwen2Moe || c.arch == Arch::kQwen3Moe || c.arch == Arch::kMixtral) {
+  if (c.arch == Arch::kNemotronH) {
+    // A tiny hybrid: every kind of layer, Mamba after attention and after experts, 2 B/C groups, 2 of 4 expert groups.
+    if (c.layer_pattern.empty()) {
+      c.layer_pattern = "ME*M-E";
+      c.n_layers = static_cast<int>(c.layer_pattern.size());
+      c.ssm_heads = 8, c.ssm_head_dim = 32, c.ssm_state = 16, c.ssm_groups = 2, c.ssm_conv_kernel = 4;
+      c.ssm_dt_min = 0.001f, c.ssm_chunk = 8;
+      c.n_experts = 8, c.n_experts_used = 2, c.expert_ffn = c.ffn / 4, c.shared_expert_ffn = c.ffn / 2;
+      c.moe_groups = 4, c.moe_topk_groups = 2, c.norm_topk_prob = true, c.routed_scaling = 2.5f;
+    }
+    c.activation = Activation::kRelu2;
+  } else if (c.arch == Arch::kQwen2Moe || c.arch == Arch::kQwen3Moe || c.arch == Arch::kMixtral) {
     // A small mixture for tests when the preset gives none: enough experts that tokens pick different ones.
     if (c.n_experts == 0) {
       c.n_experts = c.arch == Arch::kMixtral ? 8 : 16;
@@ -112,6 +126,26 @@ Result<ModelConfig> PresetConfig(const std::string& preset, const Arch* arch) {
     c.hidden = 1024, c.n_layers = 24, c.n_heads = 16, c.n_kv_heads = 8, c.head_dim = 128, c.ffn = 3072;
     c.vocab = 151936, c.context_length = 40960, c.rope_theta = 1e6f, c.rms_eps = 1e-6f;
     c.n_experts = 64, c.n_experts_used = 8, c.expert_ffn = 384;
+  } else if (preset == "nemotron-3-nano-30b-a3b") {  // nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16
+    own = Arch::kNemotronH;
+    c.layer_pattern = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME";
+    c.n_layers = static_cast<int>(c.layer_pattern.size());
+    c.hidden = 2688, c.n_heads = 32, c.n_kv_heads = 2, c.head_dim = 128, c.ffn = 1856;
+    c.vocab = 131072, c.context_length = 262144, c.rms_eps = 1e-5f;
+    c.ssm_heads = 64, c.ssm_head_dim = 64, c.ssm_state = 128, c.ssm_groups = 8, c.ssm_conv_kernel = 4;
+    c.ssm_dt_min = 0.001f, c.ssm_chunk = 128;
+    c.n_experts = 128, c.n_experts_used = 6, c.expert_ffn = 1856, c.shared_expert_ffn = 3712;
+    c.moe_groups = 1, c.moe_topk_groups = 1, c.norm_topk_prob = true, c.routed_scaling = 2.5f;
+  } else if (preset == "nemotron-h-mini") {  // Nemotron-3-Nano's layout scaled to benchmark on a small machine
+    own = Arch::kNemotronH;
+    c.layer_pattern = "MEMEM*EMEMEM*EME";
+    c.n_layers = static_cast<int>(c.layer_pattern.size());
+    c.hidden = 1024, c.n_heads = 16, c.n_kv_heads = 2, c.head_dim = 64, c.ffn = 1024;
+    c.vocab = 32000, c.context_length = 32768, c.rms_eps = 1e-5f;
+    c.ssm_heads = 32, c.ssm_head_dim = 32, c.ssm_state = 64, c.ssm_groups = 8, c.ssm_conv_kernel = 4;
+    c.ssm_dt_min = 0.001f, c.ssm_chunk = 128;
+    c.n_experts = 32, c.n_experts_used = 4, c.expert_ffn = 512, c.shared_expert_ffn = 1024;
+    c.moe_groups = 1, c.moe_topk_groups = 1, c.norm_topk_prob = true, c.routed_scaling = 2.5f;
   } else {
     std::string names;
     for (const std::string& n : PresetNames()) names += (names.empty() ? "" : ", ") + n;
@@ -144,7 +178,78 @@ ModelConfig::LongRope SyntheticLongRope(const ModelConfig& c, int original_max_p
   return r;
 }
 
+namespace {
+
+// A random hybrid (Nemotron-H) model. The Mamba parameters are drawn where the published models' initialisation puts
+// them: A_log = log(1..16), dt_bias so that softplus(dt_bias) spans ~0.005..0.2 (some heads forget within a few tokens,
+// some keep their state over the whole prompt), D near 1.
+Status GenerateHybridWeights(const ModelConfig& c, uint64_t seed, const TensorSink& sink) {
+  const int64_t H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), F = c.ffn, V = c.vocab;
+  const int64_t I = c.ssm_inner(), CD = c.ssm_conv_dim(), NH = c.ssm_heads, K = c.ssm_conv_kernel;
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    float a = std::sqrt(3.0f / static_cast<float>(cols));
+    return sink(name, {rows, cols}, Random(seed, name, rows * cols, 0.0f, a));
+  };
+  auto vector = [&](const std::string& name, int64_t n, float center, float half_width) {
+    return sink(name, {n}, Random(seed, name, n, center, half_width));
+  };
+  PARALLM_RETURN_IF_ERROR(sink("token_embd.weight", {V, H}, Random(seed, "token_embd.weight", V * H, 0.0f, 1.7f)));
+  for (int l = 0; l < c.n_layers; ++l) {
+    PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_norm"), H, 1.0f, 0.2f));
+    switch (c.KindOf(l)) {
+      case LayerKind::kMamba: {
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ssm_in"), c.ssm_in_proj(), H));
+        const std::string conv = LayerTensor(l, "ssm_conv1d");
+        PARALLM_RETURN_IF_ERROR(sink(conv, {CD, K}, Random(seed, conv, CD * K, 0.0f, std::sqrt(3.0f / static_cast<float>(K)))));
+        PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "ssm_conv1d", "bias"), CD, 0.0f, 0.2f));
+        PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "ssm_dt", "bias"), NH, -3.0f, 1.5f));
+        std::vector<float> a(static_cast<size_t>(NH));
+        std::vector<float> u = Random(seed, fmt::format("blk.{}.ssm_a", l), NH, 0.0f, 1.0f);
+        for (int64_t h = 0; h < NH; ++h) a[static_cast<size_t>(h)] = -(8.5f + 7.5f * u[static_cast<size_t>(h)]);
+        PARALLM_RETURN_IF_ERROR(sink(fmt::format("blk.{}.ssm_a", l), {NH}, std::move(a)));
+        PARALLM_RETURN_IF_ERROR(sink(fmt::format("blk.{}.ssm_d", l), {NH}, Random(seed, fmt::format("blk.{}.ssm_d", l), NH, 1.0f, 0.5f)));
+        PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "ssm_norm"), I, 1.0f, 0.2f));
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ssm_out"), H, I));
+        break;
+      }
+      case LayerKind::kAttention: {
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_q"), Q, H));
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_k"), KV, H));
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_v"), KV, H));
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_output"), H, Q));
+        break;
+      }
+      case LayerKind::kMlp: {
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_up"), F, H));
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_down"), H, F));
+        break;
+      }
+      case LayerKind::kMoe: {
+        const int64_t E = c.n_experts, EF = c.expert_ffn, S = c.shared_expert_ffn;
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_gate_inp"), E, H));
+        PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "exp_probs_b", "bias"), E, 0.0f, 0.1f));
+        auto stacked = [&](const char* kind, int64_t rows, int64_t cols) {
+          const std::string name = LayerTensor(l, kind);
+          float a = std::sqrt(3.0f / static_cast<float>(cols));
+          return sink(name, {E, rows, cols}, Random(seed, name, E * rows * cols, 0.0f, a));
+        };
+        PARALLM_RETURN_IF_ERROR(stacked("ffn_up_exps", EF, H));
+        PARALLM_RETURN_IF_ERROR(stacked("ffn_down_exps", H, EF));
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_up_shexp"), S, H));
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_down_shexp"), H, S));
+        break;
+      }
+    }
+  }
+  PARALLM_RETURN_IF_ERROR(vector("output_norm.weight", H, 1.0f, 0.2f));
+  if (!c.tied_embeddings) PARALLM_RETURN_IF_ERROR(matrix("output.weight", V, H));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status GenerateRandomWeights(const ModelConfig& c, uint64_t seed, const TensorSink& sink) {
+  if (c.hybrid()) return GenerateHybridWeights(c, seed, sink);
   const int64_t H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), F = c.ffn, V = c.vocab;
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
     // Uniform on [-a, a] has standard deviation a / sqrt(3).

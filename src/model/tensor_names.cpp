@@ -75,6 +75,101 @@ constexpr std::array<NamePair, 3> kMixtralExpert = {{{"ffn_gate", "w1"}, {"ffn_u
 
 bool IsQwenMoe(Arch arch) { return arch == Arch::kQwen2Moe || arch == Arch::kQwen3Moe; }
 
+bool ParseLayer(std::string_view name, std::string_view prefix, int* layer, std::string_view* rest);
+
+// Nemotron-H: the published checkpoints' names under "backbone." (transformers maps them to "model."; both load).
+// Canonical names are llama.cpp's nemotron_h tensors: one norm a layer (attn_norm), the Mamba-2 mixer's ssm_*, the
+// ungated MLP's ffn_up/ffn_down, the experts and the router's correction bias (exp_probs_b). Whole names after the
+// layer prefix: A_log, D and dt_bias have no ".weight".
+constexpr std::array<NamePair, 3> kNemotronGlobal = {{
+    {"token_embd.weight", "backbone.embeddings.weight"},
+    {"output_norm.weight", "backbone.norm_f.weight"},
+    {"output.weight", "lm_head.weight"},
+}};
+constexpr std::array<NamePair, 21> kNemotronLayer = {{
+    {"attn_norm.weight", "norm.weight"},
+    {"ssm_in.weight", "mixer.in_proj.weight"},
+    {"ssm_conv1d.weight", "mixer.conv1d.weight"},
+    {"ssm_conv1d.bias", "mixer.conv1d.bias"},
+    {"ssm_dt.bias", "mixer.dt_bias"},
+    {"ssm_a", "mixer.A_log"},
+    {"ssm_d", "mixer.D"},
+    {"ssm_norm.weight", "mixer.norm.weight"},
+    {"ssm_out.weight", "mixer.out_proj.weight"},
+    {"attn_q.weight", "mixer.q_proj.weight"},
+    {"attn_k.weight", "mixer.k_proj.weight"},
+    {"attn_v.weight", "mixer.v_proj.weight"},
+    {"attn_output.weight", "mixer.o_proj.weight"},
+    {"ffn_up.weight", "mixer.up_proj.weight"},
+    {"ffn_down.weight", "mixer.down_proj.weight"},
+    {"ffn_gate_inp.weight", "mixer.gate.weight"},
+    {"exp_probs_b.bias", "mixer.gate.e_score_correction_bias"},
+    {"ffn_up_shexp.weight", "mixer.shared_experts.up_proj.weight"},
+    {"ffn_down_shexp.weight", "mixer.shared_experts.down_proj.weight"},
+    {"ffn_up_exps.weight", "mixer.switch_mlp.fc1.weight"},
+    {"ffn_down_exps.weight", "mixer.switch_mlp.fc2.weight"},
+}};
+
+std::optional<std::string> NemotronHf(std::string_view canonical) {
+  // MLX's .scales/.biases sit beside their module's .weight.
+  for (std::string_view q : {".scales", ".biases"}) {
+    if (!EndsWith(canonical, q)) continue;
+    auto hf = NemotronHf(std::string(canonical.substr(0, canonical.size() - q.size())) + ".weight");
+    if (!hf || !EndsWith(*hf, ".weight")) return std::nullopt;
+    return hf->substr(0, hf->size() - 7) + std::string(q);
+  }
+  for (const NamePair& p : kNemotronGlobal)
+    if (canonical == p.canonical) return std::string(p.hf);
+  if (!StartsWith(canonical, "blk.")) return std::nullopt;
+  std::string_view rest = canonical.substr(4);
+  int layer;
+  auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), layer);
+  if (ec != std::errc() || ptr == rest.data() + rest.size() || *ptr != '.') return std::nullopt;
+  std::string_view kind(ptr + 1, static_cast<size_t>(rest.data() + rest.size() - ptr - 1));
+  const std::string prefix = fmt::format("backbone.layers.{}.", layer);
+  for (const NamePair& p : kNemotronLayer)
+    if (kind == p.canonical) return prefix + std::string(p.hf);
+  // Per-expert tensors: ffn_up.E.weight <-> mixer.experts.E.up_proj.weight.
+  for (std::string_view proj : {"up", "down"}) {
+    const std::string head = fmt::format("ffn_{}.", proj);
+    if (!StartsWith(kind, head) || !EndsWith(kind, ".weight")) continue;
+    std::string_view num = kind.substr(head.size(), kind.size() - head.size() - 7);
+    int expert;
+    auto [p2, ec2] = std::from_chars(num.data(), num.data() + num.size(), expert);
+    if (ec2 == std::errc() && p2 == num.data() + num.size())
+      return fmt::format("{}mixer.experts.{}.{}_proj.weight", prefix, expert, proj);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> NemotronCanonical(std::string_view hf) {
+  for (std::string_view q : {".scales", ".biases"}) {
+    if (!EndsWith(hf, q)) continue;
+    auto canonical = NemotronCanonical(std::string(hf.substr(0, hf.size() - q.size())) + ".weight");
+    if (!canonical || !EndsWith(*canonical, ".weight")) return std::nullopt;
+    return canonical->substr(0, canonical->size() - 7) + std::string(q);
+  }
+  std::string name(hf);
+  if (StartsWith(name, "model.")) name = "backbone." + name.substr(6);  // transformers' own save_pretrained names
+  for (const NamePair& p : kNemotronGlobal)
+    if (name == p.hf) return std::string(p.canonical);
+  std::string_view rest;
+  int layer;
+  if (!ParseLayer(name, "backbone.layers.", &layer, &rest)) return std::nullopt;
+  for (const NamePair& p : kNemotronLayer)
+    if (rest == p.hf) return fmt::format("blk.{}.{}", layer, p.canonical);
+  constexpr std::string_view kExperts = "mixer.experts.";
+  if (!StartsWith(rest, kExperts)) return std::nullopt;
+  rest.remove_prefix(kExperts.size());
+  int expert;
+  auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), expert);
+  if (ec != std::errc() || ptr == rest.data() + rest.size() || *ptr != '.') return std::nullopt;
+  std::string_view proj(ptr + 1, static_cast<size_t>(rest.data() + rest.size() - ptr - 1));
+  if (proj == "up_proj.weight") return fmt::format("blk.{}.ffn_up.{}.weight", layer, expert);
+  if (proj == "down_proj.weight") return fmt::format("blk.{}.ffn_down.{}.weight", layer, expert);
+  return std::nullopt;
+}
+
 // "ffn_gate.3" <-> "mlp.experts.3.gate_proj" (Qwen) or "block_sparse_moe.experts.3.w1" (Mixtral).
 std::optional<std::string> ExpertHf(std::string_view kind, Arch arch) {
   if (!IsQwenMoe(arch) && arch != Arch::kMixtral) return std::nullopt;
@@ -159,6 +254,7 @@ std::string LayerTensor(int layer, const char* kind, const char* suffix) {
 }
 
 std::optional<std::string> HfNameFor(const std::string& canonical, Arch arch) {
+  if (arch == Arch::kNemotronH) return NemotronHf(canonical);
   std::string_view module, suffix;
   if (!SplitSuffix(canonical, &module, &suffix)) return std::nullopt;
   for (const NamePair& p : kGlobal)
@@ -171,6 +267,7 @@ std::optional<std::string> HfNameFor(const std::string& canonical, Arch arch) {
 }
 
 std::optional<std::string> CanonicalNameForHf(const std::string& hf, Arch arch) {
+  if (arch == Arch::kNemotronH) return NemotronCanonical(hf);
   std::string_view module, suffix;
   if (!SplitSuffix(hf, &module, &suffix)) return std::nullopt;
   for (const NamePair& p : kGlobal)

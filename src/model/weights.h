@@ -24,7 +24,22 @@ struct MoeWeights {
   MatrixView shared_gate, shared_up;    // [shared_ffn, hidden] (Qwen2-MoE's shared expert; empty otherwise)
   MatrixView shared_down;               // [hidden, shared_ffn]
   std::vector<float> shared_expert_gate;  // [hidden]: the shared expert's output is scaled by sigmoid(x . this)
-  int n_experts() const { return static_cast<int>(gate.size()); }
+  // Nemotron-H: ungated experts (gate and shared_gate empty: down(relu(up x)^2)) and the router's per-expert bias
+  // added to the sigmoid scores for the choice only (e_score_correction_bias).
+  std::vector<float> score_bias;        // [n_experts]
+  int n_experts() const { return static_cast<int>(up.size()); }
+};
+
+// The Mamba-2 mixer of a hybrid layer (ModelConfig's ssm_* fields give the shapes).
+struct MambaWeights {
+  MatrixView in_proj;                   // [ssm_in_proj, hidden]: rows z, then xBC, then dt
+  std::vector<float> conv;              // [conv_dim, conv_kernel]: each channel's causal filter, oldest tap first
+  std::vector<float> conv_bias;         // [conv_dim] (zeros when the model has none)
+  std::vector<float> dt_bias;           // [ssm_heads]
+  std::vector<float> a;                 // [ssm_heads]: A = -exp(A_log)
+  std::vector<float> d;                 // [ssm_heads]: the skip x * D
+  std::vector<float> norm;              // [ssm_inner]: the gated RMSNorm's weight (per group of ssm_inner / groups)
+  MatrixView out_proj;                  // [hidden, ssm_inner]
 };
 
 struct LayerWeights {
@@ -45,6 +60,7 @@ struct LayerWeights {
   MatrixView wqkv;                          // [q_dim + 2 kv_dim, hidden]
   MatrixView w_gate_up;                     // [2 ffn, hidden]
   MoeWeights moe;                           // sparse layers of the MoE families (n_experts() == 0 otherwise)
+  MambaWeights mamba;                       // Nemotron-H's Mamba-2 layers (in_proj.rows == 0 otherwise)
 };
 
 struct ModelWeights {

@@ -326,3 +326,43 @@ TEST(KVCacheManager, WithoutPrefixCachingNothingIsShared) {
 
 }  // namespace
 }  // namespace parallm
+
+namespace parallm {
+namespace {
+
+// Hybrid models: a request takes one state slot with its first blocks (lowest free id first), admission fails when
+// either blocks or slots run out (changing nothing), Free returns the slot, and a fork takes a slot of its own and
+// names the parent's slot to copy.
+TEST(KVCacheManager, StateSlotsComeAndGoWithTheRequest) {
+  KVCacheManager m(/*num_blocks=*/4, kBlockSize, /*enable_prefix_caching=*/false, /*sliding_window=*/0,
+                   /*num_state_slots=*/2);
+  EXPECT_EQ(m.StateSlot(1), -1);
+  ASSERT_TRUE(m.AllocateSlots(1, 0, 3));
+  ASSERT_TRUE(m.AllocateSlots(2, 0, 3));
+  EXPECT_EQ(m.StateSlot(1), 0);
+  EXPECT_EQ(m.StateSlot(2), 1);
+  EXPECT_EQ(m.num_free_state_slots(), 0);
+  EXPECT_FALSE(m.AllocateSlots(3, 0, 1));  // blocks are free, slots are not
+  EXPECT_EQ(m.num_free_blocks(), 2);
+  EXPECT_TRUE(Table(m, 3).empty());
+  ASSERT_TRUE(m.AllocateSlots(1, 3, 2));   // growing keeps the slot
+  EXPECT_EQ(m.StateSlot(1), 0);
+  m.CheckIntegrity();
+  m.Free(1);
+  EXPECT_EQ(m.num_free_state_slots(), 1);
+  std::vector<std::pair<int32_t, int32_t>> copies;
+  std::pair<int32_t, int32_t> state_copy{-1, -1};
+  ASSERT_TRUE(m.Fork(2, 4, 3, &copies, &state_copy));
+  EXPECT_EQ(state_copy, (std::pair<int32_t, int32_t>{1, 0}));
+  EXPECT_FALSE(m.Fork(2, 5, 3, &copies, &state_copy));  // no slot left for a second copy
+  EXPECT_EQ(m.StateSlot(5), -1);
+  m.CheckIntegrity();
+  m.Free(2);
+  m.Free(4);
+  EXPECT_EQ(m.num_free_state_slots(), 2);
+  EXPECT_EQ(m.num_free_blocks(), 4);
+  m.CheckIntegrity();
+}
+
+}  // namespace
+}  // namespace parallm

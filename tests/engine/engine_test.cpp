@@ -105,6 +105,9 @@ INSTANTIATE_TEST_SUITE_P(
                                        o.sliding_window = 7;
                                        return o;
                                      }()},
+                      // Hybrid Nemotron-H (Mamba-2 + attention + MLP + experts; HF F32): each request's recurrent
+                      // state in its own slot, carried across prefill chunks and decode steps.
+                      InvarianceCase{"nemotronh_f32", {Arch::kNemotronH, ModelFormat::kHfFolder, DType::kF32}},
                       InvarianceCase{"phi3_mlx4_window7_longrope", [] {
                                        testing::TinyModelOptions o{Arch::kPhi3, ModelFormat::kMlxFolder, DType::kF32, 4};
                                        o.sliding_window = 7;
@@ -370,6 +373,94 @@ TEST(Engine, NCopiesForkAfterThePromptAndShareItsBlocks) {
     EXPECT_EQ(llm.engine().kv_manager().num_free_blocks(), 256);
     llm.engine().CheckIntegrity();
   }
+}
+
+// A hybrid model's state slots: with fewer slots (5) than max_num_seqs, a cache too small for every request (blocks
+// run out: preemption frees the slot and the request recomputes from a reset state), prefill chunks of 8 tokens and
+// cancellations mid-flight, every request that is not cancelled gives the tokens it gives alone, no slot or block
+// leaks, and n = 3 copies fork from the parent's state (copy k equals a lone request with seed + k).
+TEST(Engine, HybridStateSlotsSurvivePreemptionCancellationAndForks) {
+  testing::TinyModelOptions o{Arch::kNemotronH, ModelFormat::kHfFolder, DType::kF32};
+  auto prompts = RandomPrompts(24, 3, 50, 512, 31);
+  std::vector<SamplingParams> params(prompts.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].max_tokens = 6 + static_cast<int32_t>(i % 9);
+    params[i].ignore_eos = true;
+    params[i].temperature = i % 2 == 0 ? 0.0f : 0.8f;
+    params[i].seed = 40 + i;
+    params[i].has_seed = true;
+  }
+  LLM roomy(testing::TinyModel(o, "hybrid-ref"), SmallConfig());
+  auto expected = roomy.Generate(prompts, params);
+  ASSERT_TRUE(expected.ok()) << expected.status().message();
+  EXPECT_FALSE(roomy.engine().kv_manager().pool().prefix_caching());  // off for hybrid models
+  EXPECT_EQ(roomy.engine().kv_manager().num_state_slots(), 64);       // one per running request
+
+  auto model = testing::TinyModel(o, "hybrid-squeezed");
+  EngineConfig config = SmallConfig(/*blocks=*/9, /*max_seqs=*/16, /*max_tokens=*/8);
+  config.num_state_slots = 5;
+  Engine engine(*model, config);
+  auto adapter = std::make_shared<LoraAdapter>();  // LoRA is refused for hybrid models (not supported yet)
+  adapter->path = "some-adapter";
+  adapter->layers.resize(static_cast<size_t>(model->config().n_layers));
+  auto refused = engine.Add(prompts[0], params[0], 0, adapter);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("hybrid"), std::string::npos);
+  std::map<RequestId, size_t> index;
+  std::map<size_t, std::vector<int32_t>> got;
+  std::set<size_t> cancelled;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto id = engine.Add(prompts[i], params[i]);
+    ASSERT_TRUE(id.ok()) << id.status().message();
+    index[*id] = i;
+  }
+  int steps = 0;
+  while (engine.HasUnfinished()) {
+    if (steps % 7 == 3 && !index.empty()) {  // cancel a running or waiting request now and then
+      auto it = index.begin();
+      std::advance(it, static_cast<long>(static_cast<size_t>(steps) % index.size()));
+      engine.Cancel(it->first);
+      cancelled.insert(it->second);
+    }
+    for (RequestOutput& out : engine.Step()) {
+      auto& ids = got[index.at(out.id)];
+      ids.insert(ids.end(), out.new_tokens.begin(), out.new_tokens.end());
+      if (out.finished) index.erase(out.id);
+    }
+    engine.CheckIntegrity();
+    EXPECT_LE(engine.scheduler().num_running(), 5);  // the state slots bound the running requests
+    ++steps;
+  }
+  EXPECT_GT(engine.scheduler().num_preemptions(), 0);
+  EXPECT_GE(cancelled.size(), 2u);
+  EXPECT_EQ(engine.kv_manager().num_free_blocks(), 9);
+  EXPECT_EQ(engine.kv_manager().num_free_state_slots(), 5);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (!cancelled.contains(i)) {
+      EXPECT_EQ(got[i], (*expected)[i].ids()) << "request " << i;
+    }
+  }
+
+  // n > 1: the copies fork from the parent's state after the prompt.
+  SamplingParams p;
+  p.n = 3;
+  p.max_tokens = 8;
+  p.ignore_eos = true;
+  p.temperature = 1.0f;
+  p.seed = 7;
+  p.has_seed = true;
+  auto forked = roomy.Generate({prompts[0]}, {p});
+  ASSERT_TRUE(forked.ok()) << forked.status().message();
+  for (int k = 0; k < 3; ++k) {
+    SamplingParams single = p;
+    single.n = 1;
+    single.seed = p.seed + static_cast<uint64_t>(k);
+    auto alone = roomy.Generate({prompts[0]}, {single});
+    ASSERT_TRUE(alone.ok());
+    EXPECT_EQ((*forked)[0].choices[static_cast<size_t>(k)].ids, (*alone)[0].ids()) << "copy " << k;
+  }
+  EXPECT_EQ(roomy.engine().kv_manager().num_free_state_slots(), 64);
+  roomy.engine().CheckIntegrity();
 }
 
 TEST(Engine, CancellingARequestCancelsItsCopies) {

@@ -65,6 +65,16 @@ weights in float64. The update is a few more f32 products per projection: FLOAT_
 also proves that the adapter moves the reference's logits beyond the float bound. llama-lora-fuse:
 `convert --adapter` (fused to an F32 folder and to Q8_0 GGUF) equals the runtime adapter within
 FLOAT_TOL and QUANT_TOL.
+NEMOTRON-H (nemotronh; reference in nemotron_h.py from transformers' modeling_nemotron_h.py, whose chunked SSD it
+runs with chunk_size 8 while parallm runs the recurrence token by token): the tiny preset's pattern ME*M-E (two
+Mamba-2 layers with 2 B/C groups, attention without RoPE, a relu2 MLP, sigmoid-routed experts in 4 groups, 2 kept)
+as an HF F32 and BF16 folder, on a 40-token prompt (5 SSD chunks) run by parallm whole and in prefill chunks of 16
+and 7 tokens (the conv window and SSM state carried across), FLOAT_TOL; MLX 4-bit and 8-bit in chunks of 16 at
+QUANT_TOL with every token routed to all experts (config.json edited: a routing flip under the int8 activation
+rounding would travel through the Mamba state into every later position, so near-tie positions cannot just be
+left out as for the attention-only MoE families); greedy ids (12 tokens: one prefill, then
+decode steps through the recurrent state) equal to the reference's; and mutations that must show: D = 0, the gated
+norm over the whole width instead of per group, the norm before the gate, no correction bias, no routed scaling.
 QUANT_TOL holds for these families too: fake_parallm.py's int8 rounding (4 archs x Q8_0 / Q4_K /
 MLX 4-bit x 5 seeds, gemma3 with 6 layers) reaches at most 0.57 of the max and 0.60 of the rms bound,
 argmax >= 10/12.
@@ -549,6 +559,86 @@ def check_lora_fuse(r, wanted):
         r.report(arch, what, compare(runtime, fused, tol))
 
 
+NEMOTRON_IDS = [1, 17, 42, 99, 256, 3, 500, 77, 128, 311, 64, 9, 5, 400, 222, 13, 87, 150, 33, 460,
+                 2, 71, 305, 18, 490, 66, 240, 11, 199, 58, 377, 420, 6, 145, 92, 265, 31, 508, 119, 44]
+
+
+def _nemotron_config(**fields):
+    def mutate(model):
+        for k, v in fields.items():
+            setattr(model.config, k, v)
+    return mutate
+
+
+def _nemotron_no_d(model):
+    for L in model.layers:
+        if L.kind == "M":
+            L.w["D"] = np.zeros_like(L.w["D"])
+
+
+def _nemotron_no_bias(model):
+    for L in model.layers:
+        if L.kind == "E":
+            L.w.pop("gate.e_score_correction_bias", None)
+
+
+NEMOTRON_MUTATIONS = [("D = 0", _nemotron_no_d), ("norm not grouped", _nemotron_config(norm_grouped=False)),
+                      ("norm before gate", _nemotron_config(norm_before_gate=True)),
+                      ("no correction bias", _nemotron_no_bias), ("no routed scaling", _nemotron_config(routed_scaling=1.0))]
+
+
+def check_nemotron(r, wanted):
+    """The hybrid Nemotron-H: logits whole and in prefill chunks, greedy ids, and the mutations that must show."""
+    arch = "nemotronh"
+    ids = ",".join(map(str, NEMOTRON_IDS))
+    for s in (BY_NAME["hf-f32"], BY_NAME["hf-bf16"], BY_NAME["mlx-4bit"], BY_NAME["mlx-8bit"]):
+        if not wanted(f"{arch}-{s.name}"):
+            continue
+        try:
+            path = r.make(arch, s)
+            if s.tol is QUANT_TOL:
+                # Quantized: every token routed to all 8 experts (config.json edited), so that no choice can flip
+                # under the int8 activation rounding. Unlike attention-only models, a flip at one position does not
+                # stay there: the Mamba state carries it into every later position, so near-tie positions cannot
+                # simply be left out. The float cases check the routing itself.
+                with open(os.path.join(path, "config.json")) as f:
+                    config = json.load(f)
+                config.update(num_experts_per_tok=config["n_routed_experts"], topk_group=config["n_group"])
+                with open(os.path.join(path, "config.json"), "w") as f:
+                    json.dump(config, f, indent=1)
+            model = forward.load_model(path)
+            ref = forward.forward(model, NEMOTRON_IDS)
+        except Exception as e:  # noqa: BLE001
+            r.report(arch, s.name, error=f"error: {e}")
+            continue
+        for chunk in ((0, 16, 7) if s.tol is FLOAT_TOL else (16,)):
+            what = f"{s.name} chunk {chunk or 'all'}" + (" dense routing" if s.tol is QUANT_TOL else "")
+            try:
+                npy = f"{path}.chunk{chunk}.parallm.npy"
+                r.run("logits", "-m", path, "--prompt-ids", ids, "--chunk", str(chunk), "-o", npy)
+                r.report(arch, what, compare(ref, np.load(npy), s.tol))
+            except Exception as e:  # noqa: BLE001
+                r.report(arch, what, error=f"error: {e}")
+        if s.name != "hf-f32":
+            continue
+        try:
+            want = forward.greedy(model, NEMOTRON_IDS[:20], 12)
+            proc = subprocess.run(r.cmd + ["generate", "-m", path, "--prompt-ids", ",".join(map(str, NEMOTRON_IDS[:20])),
+                                           "-n", "12", "--temp", "0", "--ignore-eos", "--json"],
+                                  capture_output=True, text=True, timeout=300)
+            got = json.loads(proc.stdout.strip().splitlines()[-1])["ids"] if proc.returncode == 0 else None
+            r.report(arch, f"{s.name} greedy 12", error=None if got == want else f"error: parallm {got} reference {want}",
+                     passed=f"ids {got} ")
+        except Exception as e:  # noqa: BLE001
+            r.report(arch, f"{s.name} greedy 12", error=f"error: {e}")
+        for name, mutate in NEMOTRON_MUTATIONS:
+            moved_model = forward.load_model(path)
+            mutate(moved_model)
+            cmp = compare(ref, forward.forward(moved_model, NEMOTRON_IDS), SENSITIVITY_TOL)
+            r.report(arch, f"{s.name} vs {name}", dataclasses.replace(cmp, ok=not cmp.ok),
+                     note="(must move the logits beyond tol) ")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--parallm", required=True, help="parallm binary (or fake_parallm.py)")
@@ -592,6 +682,7 @@ def main(argv=None):
     check_field_errors(r, wanted)
     check_lora(r, wanted)
     check_lora_fuse(r, wanted)
+    check_nemotron(r, wanted)
     print(f"{'FAILED' if r.failures else 'OK'}: {r.failures} failing case(s), "
           f"{time.time() - start:.1f}s", flush=True)
     return 1 if r.failures else 0

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Reference forward pass in float64 numpy for llama (Llama 1/2/3, Mistral), qwen2, qwen3, (through
-families.py) gemma, gemma2, gemma3 and phi3, and (through moe.py) qwen2moe, qwen3moe and mixtral.
+families.py) gemma, gemma2, gemma3 and phi3, (through moe.py) qwen2moe, qwen3moe and mixtral, and (through
+nemotron_h.py) the hybrid Mamba-2 Nemotron-H.
 
 Independent of parallm: follows Hugging Face modeling_llama / modeling_qwen2 / modeling_qwen3 /
 modeling_gemma* / modeling_phi3 (RMSNorm, RoPE, grouped-query attention, SwiGLU / GeGLU, sliding
@@ -28,6 +29,7 @@ sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import families  # noqa: E402
 import moe  # noqa: E402
+import nemotron_h  # noqa: E402
 import gguf_np  # noqa: E402
 import safetensors_np  # noqa: E402
 
@@ -170,6 +172,10 @@ def attention(q, k, v, window=0, scale=None, cap=0.0):
 
 def forward(model, ids, linear=exact_linear, dtype=np.float64):
     """Logits [len(ids), vocab] for every position of the token ids (positions 0..T-1)."""
+    if isinstance(model, nemotron_h.HybridModel):
+        if linear is not exact_linear or dtype != np.float64:
+            raise ValueError("the hybrid (nemotron_h) reference runs in float64 with exact products only")
+        return nemotron_h.forward(model, ids)
     c = model.config
     cast = (lambda a: a) if dtype == np.float64 else (lambda a: None if a is None else a.astype(dtype))
     ids = np.asarray(ids, dtype=np.int64)
@@ -295,6 +301,8 @@ def load_hf(folder):
         return families.load_hf(folder, config, w)
     if arch in moe.HF_ARCHS:
         return moe.load_hf(folder, config, w)
+    if arch in nemotron_h.HF_TYPES:
+        return nemotron_h.load_hf(folder, config, w)
     if arch not in ("llama", "mistral", "qwen2", "qwen3"):
         raise ValueError(f"{folder}: model_type {arch!r} not supported by the reference")
     n_embd, n_heads = int(config["hidden_size"]), int(config["num_attention_heads"])

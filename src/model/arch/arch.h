@@ -54,6 +54,7 @@ const ArchSpec& Phi3Spec();
 const ArchSpec& Qwen2MoeSpec();
 const ArchSpec& Qwen3MoeSpec();
 const ArchSpec& MixtralSpec();
+const ArchSpec& NemotronHSpec();
 
 const ArchSpec& SpecFor(Arch arch);
 // Lookups return nullptr when no supported family matches.

@@ -7,9 +7,9 @@ namespace parallm {
 
 std::span<const ArchSpec* const> AllSpecs() {
   // Mixtral after Llama: its GGUF files say "llama" (experts make a Llama file a Mixtral one, see the loader).
-  static const std::array<const ArchSpec*, 11> specs = {&LlamaSpec(),    &MistralSpec(),  &Qwen2Spec(), &Qwen3Spec(),
-                                                        &GemmaSpec(),    &Gemma2Spec(),   &Gemma3Spec(), &Phi3Spec(),
-                                                        &Qwen2MoeSpec(), &Qwen3MoeSpec(), &MixtralSpec()};
+  static const std::array<const ArchSpec*, 12> specs = {&LlamaSpec(),    &MistralSpec(),  &Qwen2Spec(),  &Qwen3Spec(),
+                                                        &GemmaSpec(),    &Gemma2Spec(),   &Gemma3Spec(),  &Phi3Spec(),
+                                                        &Qwen2MoeSpec(), &Qwen3MoeSpec(), &MixtralSpec(), &NemotronHSpec()};
   return specs;
 }
 

@@ -1,0 +1,97 @@
+// Nemotron-H pieces below the forward pass (whose logits tests/reference checks): the sigmoid, group-limited expert
+// routing on hand-made logits, the published 30B-A3B shape (parameters, cache bytes), the tensor names both ways,
+// and config.json errors that must name the field.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "model/config.h"
+#include "model/loader.h"
+#include "model/nemotron_routing.h"
+#include "model/synthetic.h"
+#include "model/tensor_names.h"
+#include "test_models.h"
+
+namespace parallm {
+namespace {
+
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+TEST(NemotronRouting, GroupLimitedTopKWithCorrectionBias) {
+  // 1 token, 8 experts in 4 groups of 2, keep the best 2 groups, top-2. Choice = sigmoid(logit) + bias.
+  const std::vector<float> logits = {3.0f, -3.0f, 0.5f, 0.4f, 2.0f, -2.0f, 1.0f, 0.9f};
+  const std::vector<float> bias = {0, 0, 0, 0, 0, 0, 0, 0.3f};
+  // Group sums of their two choices: g0 0.95+0.05=1.00, g1 0.62+0.60=1.22, g2 0.88+0.12=1.00, g3 0.73+0.71+0.3=1.74.
+  // Kept: g3, g1. Best two experts there by choice: 7 (1.01), 6 (0.73). Expert 0 (the best score) is not kept.
+  SigmoidRouting p{8, 2, 4, 2, /*renormalize=*/true, /*scaling=*/2.5f};
+  ExpertRouting r;
+  RouteTokensSigmoid(logits.data(), bias.data(), 1, p, &r);
+  EXPECT_EQ(r.expert, (std::vector<int32_t>{7, 6}));
+  // Weights: the unbiased scores, renormalised, times the scaling.
+  const float s7 = Sigmoid(0.9f), s6 = Sigmoid(1.0f);
+  EXPECT_NEAR(r.weight[0], 2.5f * s7 / (s7 + s6), 1e-6);
+  EXPECT_NEAR(r.weight[1], 2.5f * s6 / (s7 + s6), 1e-6);
+  // One group: plain top-k by choice; not renormalised: the scores themselves.
+  SigmoidRouting flat{8, 2, 1, 1, false, 1.0f};
+  RouteTokensSigmoid(logits.data(), nullptr, 1, flat, &r);
+  EXPECT_EQ(r.expert, (std::vector<int32_t>{0, 4}));
+  EXPECT_NEAR(r.weight[0], Sigmoid(3.0f), 1e-6);
+  EXPECT_EQ(r.offsets, (std::vector<int32_t>{0, 1, 1, 1, 1, 2, 2, 2, 2}));
+}
+
+TEST(NemotronH, PublishedNanoShape) {
+  auto c = PresetConfig("nemotron-3-nano-30b-a3b", nullptr);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->n_layers, 52);
+  // 31.6B weights, 3.6B read per token (6 of 128 experts plus the shared one); NVIDIA's card says 31.6B / ~3.5B.
+  EXPECT_NEAR(static_cast<double>(ParameterCount(*c)), 31.58e9, 0.01e9);
+  EXPECT_NEAR(static_cast<double>(ActiveParameterCount(*c)), 3.58e9, 0.01e9);
+  // 6 attention layers x 2 KV heads x 128 x K and V in f32; 23 Mamba layers' conv windows and 64 x 64 x 128 states.
+  EXPECT_EQ(KvBytesPerToken(*c), 6 * 2 * 128 * 2 * 4);
+  EXPECT_EQ(StateBytesPerSequence(*c), 23 * 4 * (3 * (4096 + 2 * 8 * 128) + 4096 * 128));
+}
+
+TEST(NemotronH, TensorNamesBothWays) {
+  for (const char* canonical :
+       {"token_embd.weight", "output_norm.weight", "output.weight", "blk.0.attn_norm.weight", "blk.3.ssm_in.weight",
+        "blk.3.ssm_conv1d.weight", "blk.3.ssm_conv1d.bias", "blk.3.ssm_dt.bias", "blk.3.ssm_a", "blk.3.ssm_d",
+        "blk.3.ssm_norm.weight", "blk.3.ssm_out.weight", "blk.2.attn_q.weight", "blk.5.ffn_up.weight",
+        "blk.1.ffn_gate_inp.weight", "blk.1.exp_probs_b.bias", "blk.1.ffn_up.17.weight", "blk.1.ffn_down_exps.weight",
+        "blk.1.ffn_up_shexp.weight", "blk.1.ffn_up_exps.scales"}) {
+    auto hf = HfNameFor(canonical, Arch::kNemotronH);
+    ASSERT_TRUE(hf.has_value()) << canonical;
+    EXPECT_EQ(CanonicalNameForHf(*hf, Arch::kNemotronH).value_or(""), canonical) << *hf;
+  }
+  EXPECT_EQ(HfNameFor("blk.3.ssm_a", Arch::kNemotronH).value_or(""), "backbone.layers.3.mixer.A_log");
+  EXPECT_EQ(HfNameFor("blk.1.ffn_up.17.weight", Arch::kNemotronH).value_or(""),
+            "backbone.layers.1.mixer.experts.17.up_proj.weight");
+  EXPECT_EQ(CanonicalNameForHf("model.layers.0.norm.weight", Arch::kNemotronH).value_or(""), "blk.0.attn_norm.weight");
+}
+
+// A config.json field parallm cannot honour stops the load with its name.
+TEST(NemotronH, ConfigErrorsNameTheField) {
+  testing::TinyModelOptions o{Arch::kNemotronH, ModelFormat::kHfFolder, DType::kF32};
+  const std::string dir = testing::WriteTinyModel(o, "nemotron-errors");
+  std::ifstream in(dir + "/config.json");
+  const std::string original((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(LoadModel(dir).ok());
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string text = original;
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) text.replace(at, from.size(), to);
+    std::ofstream(dir + "/config.json") << text;
+    auto m = LoadModel(dir);
+    return m.ok() ? std::string("loaded") : m.status().message();
+  };
+  EXPECT_NE(with("\"relu2\"", "\"silu\"").find("mlp_hidden_act"), std::string::npos);
+  EXPECT_NE(with("\"moe_latent_size\":null", "\"moe_latent_size\":512").find("moe_latent_size"), std::string::npos);
+  EXPECT_NE(with("\"ME*M-E\"", "\"ME*M-X\"").find("hybrid_override_pattern"), std::string::npos);
+  EXPECT_NE(with("\"ME*M-E\"", "\"ME*M-\"").find("hybrid_override_pattern"), std::string::npos);
+  EXPECT_NE(with("\"n_groups\":2", "\"n_groups\":3").find("groups"), std::string::npos);
+  std::ofstream(dir + "/config.json") << original;
+}
+
+}  // namespace
+}  // namespace parallm

@@ -38,9 +38,12 @@ struct MakeModelOptions {
   std::optional<float> attn_softcap, final_softcap;
   int original_context = 0;
   float partial_rotary = 0;
+  int decoder_sparse_step = 0;       // mixtures of experts: every Nth layer sparse (0: the preset's)
+  std::vector<int> mlp_only_layers;  // mixtures of experts: layers with a dense MLP
   std::string tokenizer;
   std::vector<std::string> scripts;  // "TRIGGER=>CONTINUATION": a scripted model (model/scripted_model.h)
   uint64_t seed = 0;
+  bool fast = false;
   std::string output;
   // --lora FORMAT: a random LoRA adapter for the model shape instead of a model.
   std::string lora;
@@ -121,6 +124,13 @@ int Run(const MakeModelOptions& o) {
     if (o.partial_rotary > 1) return Fail("--partial-rotary takes a fraction in (0, 1]");
     c.rotary_dim = static_cast<int>(c.head_dim * o.partial_rotary);
   }
+  if (o.decoder_sparse_step > 0 || !o.mlp_only_layers.empty()) {
+    if (c.n_experts == 0) return Fail("--decoder-sparse-step and --mlp-only-layers apply to qwen2moe and qwen3moe");
+    if (o.decoder_sparse_step > 0) c.decoder_sparse_step = o.decoder_sparse_step;
+    for (int l : o.mlp_only_layers)
+      if (l < 0 || l >= c.n_layers) return Fail(fmt::format("--mlp-only-layers: {} is not a layer below {}", l, c.n_layers));
+    c.mlp_only_layers = o.mlp_only_layers;
+  }
   if (o.rope_scaling == "llama3") {
     c.rope_llama3 = ModelConfig::Llama3Rope{8, 1, 4, 512};  // short original context so tiny models feel it
     c.rope_freq_factors = Llama3RopeFactors(c.head_dim, c.rope_theta, 8, 1, 4, 512);
@@ -189,6 +199,15 @@ int Run(const MakeModelOptions& o) {
     }
   }
   auto start = std::chrono::steady_clock::now();
+  if (o.fast) {
+    if (options->format != ModelFormat::kGguf || !steps.empty())
+      return Fail("--fast writes random GGUF models (no --script, --format gguf)");
+    Status st = WriteFastRandomModel(c, *options, vocab, o.seed, o.output);
+    if (!st.ok()) return Fail(st.message());
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "wrote %s (gguf, random blocks, %s) in %.1f s\n", o.output.c_str(), Describe(c).c_str(), secs);
+    return 0;
+  }
   Status st = WriteModel(c, RopeStyle::kHalf, *options, vocab, "generating " + o.output, o.output,
                          [&](const TensorSink& sink) {
                            return steps.empty() ? GenerateRandomWeights(c, o.seed, sink)
@@ -250,6 +269,12 @@ void AddMakeModelCommand(CLI::App& app) {
                   "Window of the windowed layers (gemma2: even layers, gemma3: 5 of 6, mistral/phi3: all); 0: none");
   cmd->add_option("--attn-softcap", o->attn_softcap, "Soft-capping of attention scores (gemma2 default 50; 0: none)");
   cmd->add_option("--final-softcap", o->final_softcap, "Soft-capping of the final logits (gemma2 default 30; 0: none)");
+  cmd->add_option("--decoder-sparse-step", o->decoder_sparse_step,
+                  "Mixtures of experts (qwen2moe, qwen3moe): layer l is sparse when (l + 1) is a multiple of this, "
+                  "dense otherwise");
+  cmd->add_option("--mlp-only-layers", o->mlp_only_layers,
+                  "Mixtures of experts (qwen2moe, qwen3moe): comma-separated layers with a dense MLP")
+      ->delimiter(',');
   cmd->add_option("--tokenizer", o->tokenizer,
                   "tokenizer.json (or a folder with it), or a vocabulary-only .gguf (GGUF output only), to give the "
                   "model; default: a built-in byte-level vocabulary");
@@ -257,6 +282,9 @@ void AddMakeModelCommand(CLI::App& app) {
                   "TRIGGER=>CONTINUATION (repeatable): instead of random weights, a model whose greedy answer after "
                   "the last token of TRIGGER is CONTINUATION (spelled with --tokenizer; special tokens such as an "
                   "end-of-turn token allowed), for exact end-to-end tests; each token may have one successor only");
+  cmd->add_flag("--fast", o->fast,
+               "GGUF: write random quantized blocks straight to the file over all cores, holding no tensor in memory "
+               "(for 30B-parameter shapes: ~1 minute instead of hours); other values than without --fast");
   cmd->add_option("--seed", o->seed, "Random seed; the same seed gives the same weights in every format")
       ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "Output .gguf file or folder")->required();

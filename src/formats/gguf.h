@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -100,6 +101,13 @@ class GgufWriter {
   Status AddTensor(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data, size_t nbytes);
   // Takes ownership of the bytes.
   Status AddTensor(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
+  // Fills rows [row_begin, row_end) of a tensor (a row: its innermost dimension, RowBytes of it) at `out`; called
+  // from several threads at once for disjoint row ranges.
+  using RowFiller = std::function<void(int64_t row_begin, int64_t row_end, uint8_t* out)>;
+  // A tensor whose bytes are made while the file is written, a chunk of rows at a time over `threads` threads: a
+  // model larger than memory streams to disk (Tensors() cannot view it).
+  Status AddGeneratedTensor(const std::string& name, DType dtype, std::vector<int64_t> shape, RowFiller fill);
+  void set_threads(int threads) { threads_ = threads; }
   // Writes the file; alignment is `general.alignment` if set (must be a power of two), else 32.
   Status Write(const std::string& path) const;
   // The tensors added so far as views (shapes outermost first), with the owned buffers as keepalives: a model
@@ -113,7 +121,9 @@ class GgufWriter {
     std::vector<int64_t> shape;
     const void* data;
     size_t nbytes;
+    RowFiller fill;  // generated tensors: data is null
   };
+  int threads_ = 0;  // for generated tensors; 0: all cores
   std::vector<std::pair<std::string, GgufValue>> metadata_;
   std::vector<Pending> tensors_;
   std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;

@@ -4,10 +4,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <utility>
 
 #include "formats/gguf.h"
+#include "util/check.h"
+#include "util/thread_pool.h"
 
 namespace parallm {
 namespace {
@@ -178,7 +181,20 @@ Status GgufWriter::AddTensor(const std::string& name, DType dtype, std::vector<i
                expected, nbytes);
   }
   if (data == nullptr) return Err("tensor '{}' has no data", name);
-  tensors_.push_back(Pending{name, dtype, std::move(shape), data, nbytes});
+  tensors_.push_back(Pending{name, dtype, std::move(shape), data, nbytes, nullptr});
+  return Status::Ok();
+}
+
+Status GgufWriter::AddGeneratedTensor(const std::string& name, DType dtype, std::vector<int64_t> shape, RowFiller fill) {
+  if (!fill) return Err("tensor '{}' has no data", name);
+  if (shape.empty() || shape.back() <= 0) return Err("tensor '{}' has shape {}", name, ShapeString(shape));
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
+  const size_t nbytes = RowBytes(dtype, shape.back()) * static_cast<size_t>(std::max<int64_t>(rows, 0));
+  static const uint8_t kPlaceholder = 0;  // passes AddTensor's checks; the bytes come from `fill`
+  PARALLM_RETURN_IF_ERROR(AddTensor(name, dtype, std::move(shape), &kPlaceholder, nbytes));
+  tensors_.back().data = nullptr;
+  tensors_.back().fill = std::move(fill);
   return Status::Ok();
 }
 
@@ -193,6 +209,7 @@ Status GgufWriter::AddTensor(const std::string& name, DType dtype, std::vector<i
 TensorSet GgufWriter::Tensors() const {
   TensorSet set;
   for (const Pending& p : tensors_) {
+    PARALLM_CHECK_MSG(p.data != nullptr, "GgufWriter::Tensors: a generated tensor has no bytes before Write");
     TensorView v;
     v.dtype = p.dtype;
     v.shape = p.shape;
@@ -253,8 +270,28 @@ Status GgufWriter::Write(const std::string& path) const {
   PARALLM_RETURN_IF_ERROR(out.Write(e.bytes().data(), e.bytes().size()));
   // Tensor data straight from the callers' buffers, each padded to the alignment (also after the last one,
   // as llama.cpp and gguf-py do, so readers that load the padded data section find all of it).
+  std::unique_ptr<ThreadPool> pool;
+  std::vector<uint8_t> chunk;
   for (const Pending& t : tensors_) {
-    PARALLM_RETURN_IF_ERROR(out.Write(t.data, t.nbytes));
+    if (t.fill) {
+      // Generated: ~64 MiB of rows at a time, cut over the threads, then written.
+      if (pool == nullptr) pool = std::make_unique<ThreadPool>(threads_);
+      const size_t row_bytes = RowBytes(t.dtype, t.shape.back());
+      const int64_t rows = static_cast<int64_t>(t.nbytes / row_bytes);
+      const int64_t per_chunk = std::max<int64_t>(1, static_cast<int64_t>((size_t{64} << 20) / row_bytes));
+      chunk.resize(static_cast<size_t>(std::min(rows, per_chunk)) * row_bytes);
+      for (int64_t r0 = 0; r0 < rows; r0 += per_chunk) {
+        const int64_t n = std::min(per_chunk, rows - r0);
+        const int64_t parts = std::min<int64_t>(n, pool->num_threads() * 4);
+        pool->ParallelFor(parts, [&](int64_t part, int) {
+          auto [b, e] = SplitRange(n, parts, part);
+          t.fill(r0 + b, r0 + e, chunk.data() + static_cast<size_t>(b) * row_bytes);
+        });
+        PARALLM_RETURN_IF_ERROR(out.Write(chunk.data(), static_cast<size_t>(n) * row_bytes));
+      }
+    } else {
+      PARALLM_RETURN_IF_ERROR(out.Write(t.data, t.nbytes));
+    }
     PARALLM_RETURN_IF_ERROR(out.Zeros(AlignUp(t.nbytes, alignment) - t.nbytes));
   }
   return out.Commit();

@@ -64,13 +64,6 @@ const mm::IsaKernels* KernelsFor(IsaPath isa) {
 // The path whose packed layout `isa` reads: AMX reads the AVX-512 panels.
 IsaPath PackedLayout(IsaPath isa) { return isa == IsaPath::kAmx ? IsaPath::kAvx512 : isa; }
 
-// Row-group ranges per task: enough tasks to balance two to a few threads (tasks are claimed dynamically),
-// few enough that each streams a long run of rows.
-int64_t NumTasks(int64_t groups, int threads) {
-  if (threads <= 1) return 1;
-  return std::max<int64_t>(1, std::min<int64_t>(groups, threads * 8));
-}
-
 }  // namespace
 
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool) {
@@ -79,12 +72,23 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int
 }
 
 void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_tokens, ThreadPool* pool) {
-  for (const MatMulOut& o : outs) PARALLM_CHECK(o.y_stride >= o.w->rows && o.w->cols == outs[0].w->cols);
-  if (n_tokens <= 0 || outs.empty()) return;
+  thread_local std::vector<MatMulGroupOut> grouped;
+  grouped.clear();
+  for (const MatMulOut& o : outs) grouped.push_back(MatMulGroupOut{o.w, 0, n_tokens, o.y, o.y_stride});
+  MatMulGrouped(grouped, x, n_tokens, pool);
+}
+
+void MatMulGrouped(std::span<const MatMulGroupOut> outs, const float* x, int64_t x_rows, ThreadPool* pool) {
+  if (outs.empty() || x_rows <= 0) return;
+  const int64_t cols = outs[0].w->cols;
+  for (const MatMulGroupOut& o : outs)
+    PARALLM_CHECK(o.y_stride >= o.w->rows && o.w->cols == cols && o.x_begin >= 0 && o.n_tokens >= 0 &&
+                  o.x_begin + o.n_tokens <= x_rows);
   const IsaPath isa = ActiveIsa();
   const mm::IsaKernels* k = KernelsFor(isa);
   if (k == nullptr) {
-    for (const MatMulOut& o : outs) ref::MatMul(*o.w, x, n_tokens, o.y, o.y_stride, pool);
+    for (const MatMulGroupOut& o : outs)
+      if (o.n_tokens > 0) ref::MatMul(*o.w, x + o.x_begin * cols, o.n_tokens, o.y, o.y_stride, pool);
     return;
   }
   const int threads = pool ? pool->num_threads() : 1;
@@ -97,88 +101,123 @@ void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_toke
     }
   };
 
-  constexpr size_t kMaxOuts = 8;
-  PARALLM_CHECK(outs.size() <= kMaxOuts);
+  // Per product: its weight format, and which activation format (code offset, sub-blocks) it reads.
   const size_t n_outs = outs.size();
-  mm::QFormat fmts[kMaxOuts];
-  bool quant[kMaxOuts];
-  for (size_t i = 0; i < n_outs; ++i) quant[i] = mm::QuantFormatOf(*outs[i].w, &fmts[i]);
-
-  // Float weights: the f32 path, one matrix at a time.
-  for (size_t i = 0; i < n_outs; ++i) {
-    if (quant[i] || outs[i].w->rows <= 0) continue;
-    const MatrixView& w = *outs[i].w;
-    const int64_t groups = (w.rows + rg - 1) / rg, tasks = NumTasks(groups, threads);
-    mm::FloatArgs args{&w, x, n_tokens, outs[i].y, outs[i].y_stride};
-    parallel(tasks, [&](int64_t task, int) {
-      auto [g0, g1] = SplitRange(groups, tasks, task);
-      k->float_rows(args, g0 * rg, std::min(w.rows, g1 * rg));
-    });
-  }
-
-  // Quantized weights: one activation format per distinct (code offset, sub-blocks), quantized once.
-  const int64_t cols = outs[0].w->cols;
+  // Per-call state in the calling thread's storage, reached through references: inside the parallel lambdas a
+  // thread_local name would be the worker's own (empty) copy.
+  struct State {
+    std::vector<mm::QFormat> fmts;
+    std::vector<char> quant, packed;
+    std::vector<int> act_of;
+    std::vector<mm::QuantizedActs> slices;
+    std::vector<mm::QuantArgs> qargs;
+    std::vector<mm::FloatArgs> fargs;
+  };
+  thread_local State t_state;
+  State& st = t_state;
+  auto& fmts = st.fmts;
+  auto& quant = st.quant;
+  auto& packed = st.packed;
+  auto& act_of = st.act_of;
+  auto& slices = st.slices;
+  auto& qargs = st.qargs;
+  auto& fargs = st.fargs;
+  fmts.assign(n_outs, mm::QFormat::kQ8_0);
+  quant.assign(n_outs, 0);
+  packed.assign(n_outs, 0);
+  act_of.assign(n_outs, -1);
+  constexpr int kMaxActs = 8;
   int n_acts = 0;
-  int act_offset[kMaxOuts], act_subs[kMaxOuts], act_of[kMaxOuts];
+  int act_offset[kMaxActs], act_subs[kMaxActs];
   for (size_t i = 0; i < n_outs; ++i) {
-    if (!quant[i] || outs[i].w->rows <= 0) continue;
+    quant[i] = mm::QuantFormatOf(*outs[i].w, &fmts[i]);
+    if (!quant[i] || outs[i].w->rows <= 0 || outs[i].n_tokens <= 0) continue;
     const int offset = k->code_offset(*outs[i].w, fmts[i]), subs = mm::SubBlocks(fmts[i]);
     int a = 0;
     while (a < n_acts && (act_offset[a] != offset || act_subs[a] != subs)) ++a;
     if (a == n_acts) {
+      PARALLM_CHECK(n_acts < kMaxActs);
       act_offset[a] = offset;
       act_subs[a] = subs;
       ++n_acts;
     }
     act_of[i] = a;
   }
-  if (n_acts == 0) return;
-  size_t act_bytes[kMaxOuts], total = 0;
-  for (int a = 0; a < n_acts; ++a) total += act_bytes[a] = mm::ActsBytes(n_tokens, cols, act_subs[a]);
-  uint8_t* buf = t_acts.Get(total);
-  mm::QuantizedActs acts[kMaxOuts];
-  for (int a = 0; a < n_acts; ++a) {
-    acts[a] = mm::CarveActs(buf, n_tokens, cols, act_subs[a]);
-    buf += act_bytes[a];
-  }
-  // Quantizing is ~1% of the multiply's work; split it over the pool only when there are many tokens.
-  const int64_t qtasks = n_tokens >= 16 ? std::min<int64_t>(n_tokens / 8, threads * 2) : 1;
-  parallel(qtasks * n_acts, [&](int64_t task, int) {
-    const int a = static_cast<int>(task / qtasks);
-    auto [t0, t1] = SplitRange(n_tokens, qtasks, task % qtasks);
-    k->quantize_acts(x, t0, t1, act_offset[a], &acts[a]);
-  });
 
-  // Row-group tasks over all the matrices, about threads * 8 of them in all, claimed dynamically.
+  // Every row of x quantized once per activation format; a product reads its rows' slice.
+  mm::QuantizedActs acts[kMaxActs];
+  if (n_acts > 0) {
+    size_t act_bytes[kMaxActs], total = 0;
+    for (int a = 0; a < n_acts; ++a) total += act_bytes[a] = mm::ActsBytes(x_rows, cols, act_subs[a]);
+    uint8_t* buf = t_acts.Get(total);
+    for (int a = 0; a < n_acts; ++a) {
+      acts[a] = mm::CarveActs(buf, x_rows, cols, act_subs[a]);
+      buf += act_bytes[a];
+    }
+    // Quantizing is ~1% of the multiply's work; split it over the pool only when there are many tokens.
+    const int64_t qtasks = x_rows >= 16 ? std::min<int64_t>(x_rows / 8, threads * 2) : 1;
+    parallel(qtasks * n_acts, [&](int64_t task, int) {
+      const int a = static_cast<int>(task / qtasks);
+      auto [t0, t1] = SplitRange(x_rows, qtasks, task % qtasks);
+      k->quantize_acts(x, t0, t1, act_offset[a], &acts[a]);
+    });
+  }
+  slices.resize(n_outs);
+  qargs.resize(n_outs);
+  fargs.resize(n_outs);
+  int64_t max_tokens = 0;
+  for (size_t i = 0; i < n_outs; ++i) {
+    const MatMulGroupOut& o = outs[i];
+    max_tokens = std::max(max_tokens, o.n_tokens);
+    if (!quant[i]) {
+      fargs[i] = mm::FloatArgs{o.w, x + o.x_begin * cols, o.n_tokens, o.y, o.y_stride};
+      continue;
+    }
+    if (act_of[i] < 0) continue;
+    const mm::QuantizedActs& all = acts[act_of[i]];
+    mm::QuantizedActs& s = slices[i];
+    s = all;
+    s.n_tokens = o.n_tokens;
+    s.q = all.q + o.x_begin * cols;
+    s.d = all.d + o.x_begin * all.nb;
+    s.ds = all.ds + o.x_begin * all.nb;
+    s.corr = all.corr + o.x_begin * all.nb * all.subs;
+    qargs[i] = mm::QuantArgs{o.w, fmts[i], &slices[i], o.y, o.y_stride};
+    packed[i] = o.w->packed != nullptr && o.w->packed_isa == static_cast<int8_t>(PackedLayout(isa)) &&
+                k->quant_rows_packed != nullptr;
+  }
+
+  // Row-group tasks over all the products, about threads * 8 of them in all (weighted by tokens, so an expert with
+  // many tokens is cut finer), claimed dynamically.
   struct Task {
     int out;
     int64_t r0, r1;
   };
   thread_local std::vector<Task> task_list;
   task_list.clear();
-  int64_t total_groups = 0;
+  int64_t total_work = 0;
   for (size_t i = 0; i < n_outs; ++i)
-    if (quant[i]) total_groups += (outs[i].w->rows + rg - 1) / rg;
-  const int64_t per_task =
-      threads <= 1 ? total_groups : std::max<int64_t>(1, (total_groups + threads * 8 - 1) / (threads * 8));
-  mm::QuantArgs args[kMaxOuts];
-  bool packed[kMaxOuts];
+    if (outs[i].n_tokens > 0) total_work += (outs[i].w->rows + rg - 1) / rg * outs[i].n_tokens;
+  const int64_t per_task_work = threads <= 1 ? total_work : std::max<int64_t>(1, (total_work + threads * 8 - 1) / (threads * 8));
   for (size_t i = 0; i < n_outs; ++i) {
-    if (!quant[i] || outs[i].w->rows <= 0) continue;
-    const MatrixView& w = *outs[i].w;
-    args[i] = mm::QuantArgs{&w, fmts[i], &acts[act_of[i]], outs[i].y, outs[i].y_stride};
-    packed[i] = w.packed != nullptr && w.packed_isa == static_cast<int8_t>(PackedLayout(isa)) &&
-                k->quant_rows_packed != nullptr;
-    const int64_t groups = (w.rows + rg - 1) / rg;
+    const MatMulGroupOut& o = outs[i];
+    if (o.w->rows <= 0 || o.n_tokens <= 0) continue;
+    const int64_t groups = (o.w->rows + rg - 1) / rg;
+    const int64_t per_task = std::max<int64_t>(1, per_task_work / o.n_tokens);
     for (int64_t g0 = 0; g0 < groups; g0 += per_task)
-      task_list.push_back(Task{static_cast<int>(i), g0 * rg, std::min(w.rows, std::min(groups, g0 + per_task) * rg)});
+      task_list.push_back(Task{static_cast<int>(i), g0 * rg, std::min(o.w->rows, std::min(groups, g0 + per_task) * rg)});
   }
   const std::vector<Task>& tl = task_list;
-  size_t scratch_bytes = k->scratch_bytes(n_tokens, cols);
+  const size_t scratch_bytes = k->scratch_bytes(max_tokens, cols);
   parallel(static_cast<int64_t>(tl.size()), [&](int64_t t, int) {
     const Task& task = tl[static_cast<size_t>(t)];
-    auto rows = packed[task.out] ? k->quant_rows_packed : k->quant_rows;
-    rows(args[task.out], task.r0, task.r1, t_scratch.Get(scratch_bytes));
+    const size_t i = static_cast<size_t>(task.out);
+    if (!quant[i]) {
+      k->float_rows(fargs[i], task.r0, task.r1);
+      return;
+    }
+    auto rows = packed[i] ? k->quant_rows_packed : k->quant_rows;
+    rows(qargs[i], task.r0, task.r1, t_scratch.Get(scratch_bytes));
   });
 }
 

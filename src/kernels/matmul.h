@@ -36,6 +36,20 @@ struct MatMulOut {
 // parallel loop (one dispatch, and the small K/V matrices no longer leave a thread idle). All w share cols.
 void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_tokens, ThreadPool* pool);
 
+// One product of MatMulGrouped: y ([n_tokens, y_stride]) = rows [x_begin, x_begin + n_tokens) of x times W^T.
+struct MatMulGroupOut {
+  const MatrixView* w = nullptr;
+  int64_t x_begin = 0;
+  int64_t n_tokens = 0;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+// Many products over row ranges of one input (a mixture-of-experts layer: each expert's gate and up over its token
+// group, or each expert's down): x ([x_rows, cols]) is quantized once per distinct activation format, and the row
+// blocks of all the products run in one parallel loop, so both threads stay busy when each expert has one token.
+// Every output is bit-identical to a MatMul call on its own rows. All w share cols.
+void MatMulGrouped(std::span<const MatMulGroupOut> outs, const float* x, int64_t x_rows, ThreadPool* pool);
+
 // Repacks w once, at load, into the layout of the path MatMul uses on this CPU (BestSupportedIsa), so MatMul
 // no longer rebuilds its panels on every call; sets w->packed / w->packed_isa and returns the owner of the
 // bytes (keep it alive as long as w), or null where that path does not repack this matrix (float weights,

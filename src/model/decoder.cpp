@@ -220,25 +220,32 @@ class Model::Ops final : public LayerOps {
     Resize(m_.moe_up_, A * F);
     float *x = m_.moe_x_.data(), *y = m_.moe_y_.data(), *g = m_.moe_gate_.data(), *u = m_.moe_up_.data();
     for (int64_t a = 0; a < A; ++a) std::copy_n(in + r.token[static_cast<size_t>(a)] * H, H, x + a * H);
-    std::vector<int32_t>& active = m_.active_experts_;
-    active.clear();
-    for (int32_t e = 0; e < E; ++e)
-      if (r.offsets[static_cast<size_t>(e) + 1] > r.offsets[static_cast<size_t>(e)]) active.push_back(e);
-    auto run_expert = [&](int32_t e, ThreadPool* pool) {
+    // All active experts in two parallel loops over (expert, row block) work items: gate and up of every expert
+    // (one quantization of the grouped rows), the activation, then every expert's down. With one or two tokens an
+    // expert (decode) each product is small, so only the whole layer's work cut in blocks keeps the threads busy.
+    // Each output is what a MatMul of the expert over its group gives, bit for bit, however the work is cut.
+    std::vector<MatMulGroupOut>& products = m_.expert_products_;
+    products.clear();
+    const bool gated = !moe.gate.empty();
+    for (int32_t e = 0; e < E; ++e) {
       const int64_t first = r.offsets[static_cast<size_t>(e)], n = r.offsets[static_cast<size_t>(e) + 1] - first;
-      static const MatrixView kNoGate;
-      GatedMlp(moe.gate.empty() ? kNoGate : moe.gate[static_cast<size_t>(e)], moe.up[static_cast<size_t>(e)],
-               moe.down[static_cast<size_t>(e)], x + first * H, n, g + first * F, u + first * F, y + first * H, pool);
-    };
-    // Many small groups (decode): one expert per task; large ones (prefill): each over the pool. MatMul's results do
-    // not depend on the split, so both ways give the same bits.
-    const int threads = pool_ != nullptr ? pool_->num_threads() : 1;
-    if (pool_ != nullptr && static_cast<int>(active.size()) >= 2 * threads &&
-        A < 32 * static_cast<int64_t>(active.size())) {
-      pool_->ParallelFor(static_cast<int64_t>(active.size()), [&](int64_t i, int) { run_expert(active[static_cast<size_t>(i)], nullptr); });
-    } else {
-      for (int32_t e : active) run_expert(e, pool_);
+      if (n == 0) continue;
+      if (gated) products.push_back({&moe.gate[static_cast<size_t>(e)], first, n, g + first * F, F});
+      products.push_back({&moe.up[static_cast<size_t>(e)], first, n, u + first * F, F});
     }
+    MatMulGrouped(products, x, A, pool_);
+    // Gated experts: act(gate) * up into g. Nemotron-H's are ungated: relu(up)^2, into g as well.
+    if (gated) {
+      Activate(g, u, A * F, pool_);
+    } else {
+      for (int64_t i = 0; i < A * F; ++i) g[i] = u[i] > 0.0f ? u[i] * u[i] : 0.0f;
+    }
+    products.clear();
+    for (int32_t e = 0; e < E; ++e) {
+      const int64_t first = r.offsets[static_cast<size_t>(e)], n = r.offsets[static_cast<size_t>(e) + 1] - first;
+      if (n > 0) products.push_back({&moe.down[static_cast<size_t>(e)], first, n, y + first * H, H});
+    }
+    MatMulGrouped(products, g, A, pool_);
     // The shared expert (Qwen2-MoE, Nemotron-H) reads `in`, which `out` may overwrite: computed first, with its gate
     // (Qwen2-MoE's sigmoid(x . gate); Nemotron-H's has none: scale 1).
     const bool shared = moe.shared_up.rows > 0;
@@ -289,20 +296,24 @@ class Model::Ops final : public LayerOps {
       Lora(lora_layer, LoraTarget::kGate, in, gate);
       Lora(lora_layer, LoraTarget::kUp, in, up);
     }
+    Activate(gate, up, n * F, pool);
+    MatMul(w_down, gate, n, out, c_.hidden, pool);
+    if (lora_layer >= 0) Lora(lora_layer, LoraTarget::kDown, gate, out);
+  }
+
+  // gate[i] = act(gate[i]) * up[i] for i < n. Elementwise (each value computed the same way whatever the split): over
+  // the pool when it is large (32 tokens x 4864 is ~155K exps per layer, a few percent of a batched step on one thread).
+  void Activate(float* gate, const float* up, int64_t n, ThreadPool* pool) {
     auto act = c_.activation == Activation::kGeluTanh ? GeluTanhMul : SiluMul;
-    // Elementwise (each value computed the same way whatever the split): over the pool when it is large
-    // (32 tokens x 4864 is ~155K exps per layer, a few percent of a batched step on one thread).
-    if (pool != nullptr && n * F >= 32768) {
-      const int64_t chunks = std::min<int64_t>(pool->num_threads() * 4, (n * F) / 8192);
+    if (pool != nullptr && n >= 32768) {
+      const int64_t chunks = std::min<int64_t>(pool->num_threads() * 4, n / 8192);
       pool->ParallelFor(chunks, [&](int64_t i, int) {
-        auto [b, e] = SplitRange(n * F, chunks, i);
+        auto [b, e] = SplitRange(n, chunks, i);
         act(gate + b, up + b, e - b, gate + b);
       });
     } else {
-      act(gate, up, n * F, gate);
+      act(gate, up, n, gate);
     }
-    MatMul(w_down, gate, n, out, c_.hidden, pool);
-    if (lora_layer >= 0) Lora(lora_layer, LoraTarget::kDown, gate, out);
   }
 
   // Adds the LoRA updates of the step's adapters to a projection's output (after the shared base product).

@@ -7,6 +7,7 @@
 
 #include "cache/kv_storage.h"
 #include "cache/ssm_state.h"
+#include "kernels/matmul.h"
 #include "model/forward_batch.h"
 #include "model/loader.h"
 #include "model/mamba_mixer.h"
@@ -70,8 +71,8 @@ class Model {
   // expert's output [num_tokens, hidden] and gate values [num_tokens].
   std::vector<float> router_logits_, moe_x_, moe_y_, moe_gate_, moe_up_, xs_, shared_scale_;
   ExpertRouting routing_;
-  std::vector<int32_t> active_experts_;
   MambaScratch mamba_;
+  std::vector<MatMulGroupOut> expert_products_;  // a sparse layer's per-expert products (gate and up, then down)
   LoraBatch lora_;  // the step's tokens grouped by LoRA adapter (empty when every sequence runs the base model)
   std::vector<std::vector<float>> scores_;  // per thread: attention scratch (scores of a KV head's query heads)
 };

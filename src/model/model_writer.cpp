@@ -10,6 +10,7 @@
 #include "model/family_config.h"
 #include "model/tensor_names.h"
 #include "tensor/quant.h"
+#include "tensor/random_rows.h"
 #include "util/check.h"
 #include "util/strings.h"
 
@@ -291,6 +292,20 @@ Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std
   keep(module + ".scales", options_.float_type, with_last(groups), scales);
   keep(module + ".biases", options_.float_type, with_last(groups), biases);
   return Status::Ok();
+}
+
+Status ModelWriter::AddRandom(const std::string& name, std::vector<int64_t> shape, float half_width, uint64_t seed) {
+  if (options_.format != ModelFormat::kGguf) return Err("tensor '{}': random tensors are written directly to GGUF only", name);
+  if (shape.size() < 2) return Err("tensor '{}': AddRandom takes matrices", name);
+  const int64_t cols = shape.back();
+  const bool router = name.find(".ffn_gate_inp.") != std::string::npos;  // f32, as Add keeps it
+  const DType type = router ? DType::kF32 : GgufTypeFor(name, cols);
+  uint64_t h = 1469598103934665603ull;  // FNV-1a of the name: one stream per tensor
+  for (char ch : name) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+  const uint64_t stream = seed ^ h;
+  return gguf_.AddGeneratedTensor(name, type, std::move(shape), [type, cols, half_width, stream](int64_t r0, int64_t r1, uint8_t* out) {
+    RandomRows(type, cols, half_width, stream, r0, r1, out);
+  });
 }
 
 Result<LoadedModel> ModelWriter::FinishInMemory(const std::string& label) {

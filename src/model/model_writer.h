@@ -47,6 +47,10 @@ class ModelWriter {
   // Adds one tensor (canonical name, shape outermost first, row-major f32 values), converted at once to the
   // target's type so memory holds the output, not the f32 input.
   Status Add(const std::string& name, std::vector<int64_t> shape, std::vector<float> values);
+  // GGUF only: a random matrix (or stack of experts) of values spread over [-half_width, half_width], its type
+  // chosen as Add chooses it, generated straight in that type while Finish writes the file (tensor/random_rows.h):
+  // nothing of it is held in memory. Not the values GenerateRandomWeights gives for the same seed.
+  Status AddRandom(const std::string& name, std::vector<int64_t> shape, float half_width, uint64_t seed);
   // Writes the model to `path` (a .gguf file, or a folder for HF/MLX).
   Status Finish(const std::string& path);
   // GGUF only: the model as written, loaded straight from memory (no file), with its vocabulary.

@@ -248,19 +248,35 @@ Status GenerateHybridWeights(const ModelConfig& c, uint64_t seed, const TensorSi
 
 }  // namespace
 
+std::vector<float> RandomValues(uint64_t seed, const std::string& name, int64_t n, float center, float half_width) {
+  return Random(seed, name, n, center, half_width);
+}
+
 Status GenerateRandomWeights(const ModelConfig& c, uint64_t seed, const TensorSink& sink) {
   if (c.hybrid()) return GenerateHybridWeights(c, seed, sink);
+  PARALLM_RETURN_IF_ERROR(DescribeRandomWeights(
+      c, [&](const std::string& name, std::vector<int64_t> shape, float center, float half_width) {
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        return sink(name, std::move(shape), Random(seed, name, n, center, half_width));
+      }));
+  return EmitRopeTensors(c, sink);
+}
+
+Status DescribeRandomWeights(const ModelConfig& c, const RandomTensorSink& sink) {
+  // Hybrid models draw their Mamba parameters by rules of their own (GenerateHybridWeights), not one spread per tensor.
+  if (c.hybrid()) return Err("make-model --fast does not write hybrid (Nemotron-H) models yet; leave out --fast");
   const int64_t H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), F = c.ffn, V = c.vocab;
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
     // Uniform on [-a, a] has standard deviation a / sqrt(3).
     float a = std::sqrt(3.0f / static_cast<float>(cols));
-    return sink(name, {rows, cols}, Random(seed, name, rows * cols, 0.0f, a));
+    return sink(name, {rows, cols}, 0.0f, a);
   };
   auto vector = [&](const std::string& name, int64_t n, float center, float half_width) {
-    return sink(name, {n}, Random(seed, name, n, center, half_width));
+    return sink(name, {n}, center, half_width);
   };
   // Embedding rows of unit-ish scale, so the first RMSNorm sees O(1) inputs.
-  PARALLM_RETURN_IF_ERROR(sink("token_embd.weight", {V, H}, Random(seed, "token_embd.weight", V * H, 0.0f, 1.7f)));
+  PARALLM_RETURN_IF_ERROR(sink("token_embd.weight", {V, H}, 0.0f, 1.7f));
   const bool fused = SpecFor(c.arch).fused_projections;
   for (int l = 0; l < c.n_layers; ++l) {
     PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_norm"), H, 1.0f, 0.2f));
@@ -293,7 +309,7 @@ Status GenerateRandomWeights(const ModelConfig& c, uint64_t seed, const TensorSi
       auto stacked = [&](const char* kind, int64_t rows, int64_t cols) {
         const std::string name = LayerTensor(l, kind);
         float a = std::sqrt(3.0f / static_cast<float>(cols));
-        return sink(name, {E, rows, cols}, Random(seed, name, E * rows * cols, 0.0f, a));
+        return sink(name, {E, rows, cols}, 0.0f, a);
       };
       PARALLM_RETURN_IF_ERROR(stacked("ffn_gate_exps", EF, H));
       PARALLM_RETURN_IF_ERROR(stacked("ffn_up_exps", EF, H));
@@ -316,7 +332,25 @@ Status GenerateRandomWeights(const ModelConfig& c, uint64_t seed, const TensorSi
   }
   PARALLM_RETURN_IF_ERROR(vector("output_norm.weight", H, 1.0f, 0.2f));
   if (!c.tied_embeddings) PARALLM_RETURN_IF_ERROR(matrix("output.weight", V, H));
-  return EmitRopeTensors(c, sink);
+  return Status::Ok();
+}
+
+
+Status WriteFastRandomModel(const ModelConfig& c, const WriteOptions& options, const Vocab& vocab, uint64_t seed,
+                            const std::string& path) {
+  ModelWriter writer(c, RopeStyle::kHalf, options, vocab);
+  PARALLM_RETURN_IF_ERROR(DescribeRandomWeights(
+      c, [&](const std::string& name, std::vector<int64_t> shape, float center, float half_width) -> Status {
+        if (shape.size() >= 2 && center == 0.0f) return writer.AddRandom(name, std::move(shape), half_width, seed);
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        return writer.Add(name, shape, Random(seed, name, n, center, half_width));
+      }));
+  PARALLM_RETURN_IF_ERROR(EmitRopeTensors(c, [&](const std::string& name, std::vector<int64_t> shape,
+                                                 std::vector<float> values) {
+    return writer.Add(name, std::move(shape), std::move(values));
+  }));
+  return writer.Finish(path);
 }
 
 }  // namespace parallm

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/model_writer.h"
 #include "model/weights.h"
 #include "util/status.h"
 
@@ -28,5 +29,18 @@ ModelConfig::LongRope SyntheticLongRope(const ModelConfig& c, int original_max_p
 // deviation 1/sqrt(fan_in), norm weights near 1, biases small. Also emits rope_freqs.weight when the
 // config has Llama-3 RoPE factors.
 Status GenerateRandomWeights(const ModelConfig& c, uint64_t seed, const TensorSink& sink);
+
+// The random tensors of GenerateRandomWeights (not the RoPE tensors), each described by its distribution, uniform on
+// [center - half_width, center + half_width], in the same order.
+using RandomTensorSink =
+    std::function<Status(const std::string& name, std::vector<int64_t> shape, float center, float half_width)>;
+Status DescribeRandomWeights(const ModelConfig& c, const RandomTensorSink& sink);
+// A random GGUF model of shape `c` streamed to `path` (make-model --fast): matrices as random blocks of their target
+// type, generated while the file is written (ModelWriter::AddRandom), vectors and RoPE tensors as GenerateRandomWeights
+// gives them. Memory stays at a few chunks of 64 MiB whatever the model's size.
+Status WriteFastRandomModel(const ModelConfig& c, const WriteOptions& options, const Vocab& vocab, uint64_t seed,
+                            const std::string& path);
+// The values GenerateRandomWeights gives tensor `name` of that distribution.
+std::vector<float> RandomValues(uint64_t seed, const std::string& name, int64_t n, float center, float half_width);
 
 }  // namespace parallm

@@ -437,6 +437,48 @@ TEST_F(MatMulTest, MultiEqualsSeparate) {
   }
 }
 
+// MatMulGrouped == one MatMul per product over its own rows, bit for bit: products over different row ranges
+// (as a mixture-of-experts layer's experts over their token groups: one row, several, none), mixed formats, packed
+// and unpacked, float weights among them, on every path.
+TEST_F(MatMulTest, GroupedEqualsSeparate) {
+  ThreadPool pool(2);
+  const int64_t cols = 256, x_rows = 13;
+  std::vector<WType> types = {WType(DType::kQ4_K), WType(DType::kQ4_K), WType(DType::kQ8_0),
+                              WType(DType::kF32),  WType(DType::kQ4_0), WType(DType::kF16, true, {4, 64})};
+  const std::vector<int64_t> rows = {48, 33, 16, 9, 64, 20};
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 1}, {1, 5}, {6, 0}, {6, 2}, {8, 5}, {0, 13}};
+  std::vector<Weights> ws;
+  for (size_t i = 0; i < types.size(); ++i) ws.push_back(MakeWeights(types[i], rows[i], cols, 80 + i));
+  std::vector<MatrixView> views;
+  std::vector<std::shared_ptr<uint8_t[]>> owners;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    views.push_back(ws[i].view);
+    if (i % 2 == 1) owners.push_back(RepackForKernels(&views.back(), nullptr));
+  }
+  std::vector<float> x = MakeActs(x_rows, cols, 90);
+  std::vector<IsaPath> paths = FastPaths();
+  paths.push_back(IsaPath::kScalar);
+  for (IsaPath isa : paths) {
+    ForceIsa(isa);
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<std::vector<float>> sep(views.size()), grouped(views.size());
+      std::vector<MatMulGroupOut> outs;
+      for (size_t i = 0; i < views.size(); ++i) {
+        const auto [begin, n] = ranges[i];
+        const int64_t stride = views[i].rows + 1;
+        sep[i].assign(std::max<int64_t>(n, 1) * stride, 7.0f);
+        grouped[i].assign(std::max<int64_t>(n, 1) * stride, 7.0f);
+        if (n > 0) MatMul(views[i], x.data() + begin * cols, n, sep[i].data(), stride, nullptr);
+        outs.push_back({&views[i], begin, n, grouped[i].data(), stride});
+      }
+      MatMulGrouped(outs, x.data(), x_rows, p);
+      for (size_t i = 0; i < views.size(); ++i)
+        for (size_t j = 0; j < sep[i].size(); ++j)
+          ASSERT_TRUE(BitEqual(sep[i][j], grouped[i][j])) << IsaName(isa) << " product " << i << " at " << j;
+    }
+  }
+}
+
 TEST_F(MatMulTest, ZeroActivationsGiveZero) {
   for (const WType& t : AllTypes()) {
     const int64_t cols = std::max<int64_t>(t.ColAlign(), 32);

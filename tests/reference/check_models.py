@@ -57,6 +57,8 @@ instead of top-k, Qwen2-MoE's shared expert dropped. parallm's router runs in f3
 keeps ffn_gate_inp in f32 as llama.cpp does, the MLX writer gives it 8 bits as mlx-lm does, and the loader widens
 it); a token whose k-th and (k+1)-th probabilities were within rounding of each other could pick a different
 expert than the float64 reference; the fixed seed has none (the cases would fail by O(1) if it did).
+Mixtures with dense layers are TRAP cases: qwen2moe-sparse-step2 (--decoder-sparse-step 2: layer 0 dense) and
+qwen3moe-mlp-only1 (--mlp-only-layers 1), whose dense MLP must show (zeroing it moves the logits).
 LORA (labels ARCH-lora-FORMAT-rRANK-TARGETS): a random adapter written by `make-model --lora
 FORMAT` (mlx, peft with rsLoRA, gguf; ranks 4 and 8; attention-only and attention + MLP targets;
 the last layer only for one mlx case) on float bases; parallm's `logits --adapter-path` against
@@ -360,6 +362,13 @@ def _moe_flip_norm(model):
             L.moe.norm_topk = not L.moe.norm_topk
 
 
+def _drop_dense_mlps(model):
+    """The dense layers of a mixture (decoder_sparse_step, mlp_only_layers) contribute nothing."""
+    for L in model.layers:
+        if L.moe is None:
+            L.w_down = np.zeros_like(L.w_down)
+
+
 PLAIN_MUTATIONS = {
     "qwen2moe": [("no shared expert", _moe_layers(shared_gate=None)), ("renormalised top-k", _moe_flip_norm),
                  ("top-1", _moe_layers(top_k=1))],
@@ -390,6 +399,12 @@ TRAPS = [
     ("phi3", "longrope64", ("--rope-scaling", "longrope", "--original-context", "64"),
      [("long factors", _short_for_long), LONGROPE_NONE, NO_ATTN_FACTOR]),
     ("phi3", "rotary75", ("--partial-rotary", "0.75"), [("full rotary", _set_config(n_rot=0, inv_freq=None))]),
+    # Mixtures with dense layers: layer 0 dense (every 2nd layer sparse), layer 1 dense (mlp_only_layers); GGUF says
+    # which by the tensors present, HF by config.json.
+    ("qwen2moe", "sparse-step2", ("--decoder-sparse-step", "2"),
+     [("dense MLP dropped", _drop_dense_mlps), ("top-1", _moe_layers(top_k=1))]),
+    ("qwen3moe", "mlp-only1", ("--mlp-only-layers", "1"),
+     [("dense MLP dropped", _drop_dense_mlps), ("top-1", _moe_layers(top_k=1))]),
 ]
 
 

@@ -8,6 +8,7 @@ from typing import Any, AsyncIterator, Dict, List, Optional, Union
 
 from . import _parallm
 from .llm import LLM, PromptType, _Prompt
+from .lora import LoRARequest
 from .outputs import CompletionOutput, RequestOutput, _cumulative, _logprobs
 from .sampling_params import SamplingParams
 from .tokenizer import Conversation, Tokenizer
@@ -56,12 +57,13 @@ class AsyncLLM:
         return self._llm.metrics()
 
     async def generate(self, prompt: PromptType, sampling_params: Optional[SamplingParams] = None,
-                       request_id: Optional[str] = None) -> AsyncIterator[RequestOutput]:
+                       request_id: Optional[str] = None,
+                       lora_request: Optional[LoRARequest] = None) -> AsyncIterator[RequestOutput]:
         """Yields the request's RequestOutput after every engine step in which it progressed, cumulative (as
         vLLM's AsyncLLM); the last one has ``finished`` set. A request the engine refuses raises ValueError at
-        the first iteration."""
+        the first iteration. `lora_request`: the LoRA adapter to run with (None: the base model)."""
         params = sampling_params or SamplingParams()
-        outputs = self._outputs(self._llm._prompt(prompt), params, request_id)
+        outputs = self._outputs(self._llm._prompt(prompt), params, request_id, lora_request)
         try:
             async for out in outputs:
                 yield out
@@ -69,26 +71,27 @@ class AsyncLLM:
             await outputs.aclose()
 
     async def chat(self, messages: Conversation, sampling_params: Optional[SamplingParams] = None,
-                   request_id: Optional[str] = None, **template_kwargs: Any) -> AsyncIterator[RequestOutput]:
+                   request_id: Optional[str] = None, lora_request: Optional[LoRARequest] = None,
+                   **template_kwargs: Any) -> AsyncIterator[RequestOutput]:
         """generate() for one conversation, rendered through the model's chat template."""
         tokenizer = self.get_tokenizer()
         text = tokenizer.render_chat(messages, **template_kwargs)
         item = _Prompt(text, tokenizer.encode(text, add_special_tokens=False))
-        outputs = self._outputs(item, sampling_params or SamplingParams(), request_id)
+        outputs = self._outputs(item, sampling_params or SamplingParams(), request_id, lora_request)
         try:
             async for out in outputs:
                 yield out
         finally:
             await outputs.aclose()
 
-    async def stream(self, prompt: PromptType, sampling_params: Optional[SamplingParams] = None
-                     ) -> AsyncIterator[str]:
+    async def stream(self, prompt: PromptType, sampling_params: Optional[SamplingParams] = None,
+                     lora_request: Optional[LoRARequest] = None) -> AsyncIterator[str]:
         """Yields one completion's text as it is generated (n must be 1); the pieces concatenate to the full
         text."""
         params = sampling_params or SamplingParams()
         if params.n != 1:
             raise ValueError("stream() streams one completion; use n=1")
-        deltas = self._deltas(self._llm._prompt(prompt), params)
+        deltas = self._deltas(self._llm._prompt(prompt), params, lora_request)
         try:
             async for delta in deltas:
                 for c in delta.choices:
@@ -121,7 +124,8 @@ class AsyncLLM:
             if queue is not None:  # else: a request whose consumer went away (it was cancelled)
                 queue.put_nowait(delta)
 
-    async def _deltas(self, item: _Prompt, params: SamplingParams) -> AsyncIterator[Any]:
+    async def _deltas(self, item: _Prompt, params: SamplingParams,
+                      lora: Optional[LoRARequest] = None) -> AsyncIterator[Any]:
         """Submits the request (ValueError if the engine refuses it) and yields its progress, step by step;
         leaving early (or the task being cancelled) cancels it."""
         native = self._llm._native([item], [params])[0]
@@ -131,7 +135,7 @@ class AsyncLLM:
         self._queues[tag] = queue
         done = False
         try:
-            request = self._llm._engine.submit(self._collector, tag, item.token_ids, native)
+            request = self._llm._submit(self._collector, tag, item, native, lora)
         except BaseException:
             del self._queues[tag]
             self._unwatch()
@@ -150,9 +154,9 @@ class AsyncLLM:
             if not done:
                 self._llm._engine.cancel(request)
 
-    async def _outputs(self, item: _Prompt, params: SamplingParams,
-                       request_id: Optional[str]) -> AsyncIterator[RequestOutput]:
-        deltas = self._deltas(item, params)
+    async def _outputs(self, item: _Prompt, params: SamplingParams, request_id: Optional[str],
+                       lora: Optional[LoRARequest] = None) -> AsyncIterator[RequestOutput]:
+        deltas = self._deltas(item, params, lora)
         rid = request_id if request_id is not None else str(next(self._request_ids))
         choices = [CompletionOutput(k, "", [], None, None) for k in range(params.n)]
         samples: List[List[Any]] = [[] for _ in range(params.n)]

@@ -176,7 +176,8 @@ class LLM:
              tools: Optional[List[Dict[str, Any]]] = None,
              chat_template_kwargs: Optional[Dict[str, Any]] = None,
              tool_choice: Union[str, Dict[str, Any], None] = None, parallel_tool_calls: bool = True,
-             tool_parser: Optional[str] = None) -> List[RequestOutput]:
+             tool_parser: Optional[str] = None,
+             lora_request: Union[LoRARequest, Sequence[Optional[LoRARequest]], None] = None) -> List[RequestOutput]:
         """Like generate(), for chat conversations rendered through the model's chat template.
 
         Args:
@@ -194,6 +195,7 @@ class LLM:
             parallel_tool_calls: False: at most one call per answer.
             tool_parser: the model's call format, "hermes" (Qwen, Hermes), "llama3_json" or "mistral"; default:
                 the one the chat template shows.
+            lora_request: the LoRA adapter, one for all conversations or one per conversation (as generate()).
 
         Raises ValueError for bad tools or tool_choice (naming what is wrong), or when the call format is unknown.
         """
@@ -219,15 +221,17 @@ class LLM:
             # A forced call's opening ends the prompt: the answer goes on from inside the call.
             text += tool_request.opening if tool_request else ""
             items.append(_Prompt(text, self._tokenizer.encode(text, add_special_tokens=False)))
-        return self._generate(items, sampling_params, use_tqdm, tools=tool_request)
+        return self._generate(items, sampling_params, use_tqdm, lora_request, tools=tool_request)
 
-    def stream_generate(self, prompt: PromptType, sampling_params: Optional[SamplingParams] = None) -> Iterator[str]:
+    def stream_generate(self, prompt: PromptType, sampling_params: Optional[SamplingParams] = None, *,
+                        lora_request: Optional[LoRARequest] = None) -> Iterator[str]:
         """Yields the text of one completion as it is generated (n must be 1). The pieces concatenate to the
-        text generate() returns. Closing the iterator early cancels the request."""
+        text generate() returns. Closing the iterator early cancels the request. `lora_request`: the LoRA
+        adapter to run with (None: the base model)."""
         params = sampling_params or SamplingParams()
         if params.n != 1:
             raise ValueError("stream_generate streams one completion; use n=1")
-        stream = self._stream(self._prompt(prompt), params)
+        stream = self._stream(self._prompt(prompt), params, lora_request)
         return (choice.text for delta in stream for choice in delta.choices if choice.text)
 
     # -- internals -----------------------------------------------------------------------------------------------
@@ -316,12 +320,7 @@ class LLM:
         submitted = []
         try:
             for tag, (item, native) in enumerate(zip(items, natives)):
-                lora = loras[tag] if loras else None
-                if lora is None:
-                    submitted.append(self._engine.submit(collector, tag, item.token_ids, native))
-                else:
-                    submitted.append(self._engine.submit(collector, tag, item.token_ids, native,
-                                                         lora_name=lora.lora_name, lora_path=str(lora.lora_path)))
+                submitted.append(self._submit(collector, tag, item, native, loras[tag] if loras else None))
             left = len(items)
             while left:
                 for f in collector.take_finished(_POLL_SECONDS):
@@ -338,12 +337,21 @@ class LLM:
             raise
         return finished
 
-    def _stream(self, item: _Prompt, params: SamplingParams) -> "_DeltaStream":
+    def _submit(self, collector: Any, tag: int, item: _Prompt, native: Any, lora: Optional[LoRARequest]) -> int:
+        """Hands one request to the engine, with its adapter (loaded on first use; ValueError if it cannot be)."""
+        if lora is None:
+            return self._engine.submit(collector, tag, item.token_ids, native)
+        if not isinstance(lora, LoRARequest):
+            raise TypeError(f"lora_request must be a LoRARequest, not {type(lora).__name__}")
+        return self._engine.submit(collector, tag, item.token_ids, native, lora_name=lora.lora_name,
+                                   lora_path=str(lora.lora_path))
+
+    def _stream(self, item: _Prompt, params: SamplingParams, lora: Optional[LoRARequest] = None) -> "_DeltaStream":
         """Submits one request (raising ValueError now if the engine would refuse it); the returned iterator
         yields each engine step's progress of it."""
         native = self._native([item], [params])[0]
         collector = _parallm.Collector(deltas=True)
-        request = self._engine.submit(collector, 0, item.token_ids, native)
+        request = self._submit(collector, 0, item, native, lora)
         return _DeltaStream(self._engine, collector, request)
 
     def _output(self, request_id: str, item: _Prompt, f: Any, params: SamplingParams,

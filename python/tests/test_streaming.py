@@ -1,5 +1,6 @@
 """Streaming and cancellation: stream pieces concatenate to the full text; 64 concurrent asyncio streams into one
-engine equal their solo runs; Ctrl-C, leaving a stream early and cancelling an asyncio task free every KV block."""
+engine equal their solo runs; Ctrl-C, leaving a stream early and cancelling an asyncio task free every KV block;
+a LoRA adapter per request in chat, streams and asyncio."""
 import asyncio
 import signal
 import threading
@@ -8,6 +9,7 @@ import time
 import pytest
 
 import parallm
+from conftest import run_cli
 
 PROMPTS = [f"Question {i}: what is {i} + {i * 7}?" for i in range(64)]
 
@@ -156,4 +158,41 @@ def test_threads_share_one_llm(llm):
     for t in threads:
         t.join()
     assert results == expected
+    _all_blocks_free(llm)
+
+
+def test_lora_request_in_chat_streams_and_asyncio(cli, llm, workdir):
+    """vLLM's lora_request reaches LLM.chat, stream_generate and AsyncLLM's generate, chat and stream: each equals
+    LLM.generate with the same adapter (greedy), which differs from the base model's answer."""
+    path = workdir / "qwen3-lora"
+    run_cli(cli, "make-model", "--preset", "tiny", "--arch", "qwen3", "--seed", "31", "--lora", "peft",
+            "--lora-rank", "8", "--lora-targets", "q,k,v,o,gate,up,down", "--lora-scale", "4", "-o", path)
+    lora = parallm.LoRARequest("stream-lora", 1, str(path))
+    params = parallm.SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
+    conversation = [{"role": "user", "content": "Hi"}]
+    rendered = llm.get_tokenizer().render_chat(conversation, add_generation_prompt=True)
+    want = llm.generate({"prompt_token_ids": llm.get_tokenizer().encode(rendered, add_special_tokens=False)},
+                        params, lora_request=lora)[0].outputs[0]
+    base = llm.chat(conversation, params)[0].outputs[0]
+    assert want.token_ids != base.token_ids  # the adapter changes the answer (or this test could not fail)
+    assert llm.chat(conversation, params, lora_request=lora)[0].outputs[0].token_ids == want.token_ids
+    assert llm.chat([conversation] * 2, params, lora_request=[None, lora])[1].outputs[0].token_ids == want.token_ids
+    text = llm.generate("Streaming test", params, lora_request=lora)[0].outputs[0].text
+    assert "".join(llm.stream_generate("Streaming test", params, lora_request=lora)) == text
+    assert text != llm.generate("Streaming test", params)[0].outputs[0].text
+
+    engine = parallm.AsyncLLM(llm)
+
+    async def run():
+        outs = [o async for o in engine.generate("Streaming test", params, lora_request=lora)]
+        pieces = [p async for p in engine.stream("Streaming test", params, lora_request=lora)]
+        chats = [o async for o in engine.chat(conversation, params, lora_request=lora)]
+        return outs[-1], "".join(pieces), chats[-1]
+
+    last, streamed, chat = asyncio.run(run())
+    assert last.finished and last.outputs[0].text == text
+    assert streamed == text
+    assert chat.outputs[0].token_ids == want.token_ids
+    with pytest.raises(TypeError, match="LoRARequest"):
+        llm.stream_generate("x", params, lora_request="stream-lora")
     _all_blocks_free(llm)

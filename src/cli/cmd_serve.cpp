@@ -22,6 +22,7 @@ void AddServeCommand(CLI::App& app) {
     AsyncEngineConfig async;
     std::vector<std::string> lora_modules;  // NAME=PATH
     int max_loras = 8;
+    int max_cpu_loras = 0;  // 0: max_loras
   };
   auto m = std::make_shared<ModelSide>();
   m->engine.kv_cache_gb = 2.0;
@@ -38,9 +39,12 @@ void AddServeCommand(CLI::App& app) {
                   "requests choose one by its name in 'model'")
       ->expected(1, -1);
   cmd->add_option("--max-loras", m->max_loras,
-                  "LoRA adapters kept loaded at once; beyond that the least recently used is evicted and loaded again "
-                  "when next asked for")
+                  "Most LoRA adapters in one batch (vLLM's flag): requests for another adapter wait until one of "
+                  "these has no running request")
       ->capture_default_str();
+  cmd->add_option("--max-cpu-loras", m->max_cpu_loras,
+                  "LoRA adapters kept loaded at once (vLLM's flag; default: --max-loras); beyond that the least "
+                  "recently used is evicted and loaded again when next asked for");
   cmd->add_option("--tokenizer", m->tokenizer,
                   "Tokenizer instead of the model's (tokenizer.json or folder, .gguf, tokenizer.bin)");
   AddChatTemplateOption(cmd, &m->chat_template);
@@ -86,6 +90,10 @@ void AddServeCommand(CLI::App& app) {
     if (*keep_alive_s <= 0) throw CLI::ValidationError("--timeout-keep-alive", "must be > 0");
     if (o->port < 0 || o->port > 65535) throw CLI::ValidationError("--port", "must be in 0..65535");
     if (m->max_loras < 1) throw CLI::ValidationError("--max-loras", "must be >= 1");
+    if (m->max_cpu_loras == 0) m->max_cpu_loras = m->max_loras;
+    if (m->max_cpu_loras < m->max_loras)
+      throw CLI::ValidationError("--max-cpu-loras", "must be >= --max-loras (the adapters of a batch stay loaded)");
+    m->engine.scheduler.max_loras = m->max_loras;
     m->engine.enable_prefix_caching = !*no_prefix_caching;
     o->limits.max_body_bytes = static_cast<size_t>(*body_mb * 1024 * 1024);
     o->limits.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(*keep_alive_s * 1000));
@@ -101,7 +109,7 @@ void AddServeCommand(CLI::App& app) {
       if (served.auto_tool_choice && served.tool_parser == openai::ToolParser::kNone)
         return Err("--enable-auto-tool-choice needs --tool-call-parser: the chat template's tool format was not "
                    "recognized");
-      served.loras = std::make_shared<LoraRegistry>(model->config(), m->max_loras);
+      served.loras = std::make_shared<LoraRegistry>(model->config(), m->max_cpu_loras);
       for (const std::string& module : m->lora_modules) {
         const size_t eq = module.find('=');
         if (eq == std::string::npos || eq == 0 || eq + 1 == module.size())

@@ -110,15 +110,29 @@ SchedulerOutput Scheduler::Schedule() {
     ++i;
   }
 
-  // Then waiting requests, while there is budget, room and memory; none after a preemption this step.
-  while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
+  // Then waiting requests, while there is budget, room and memory; none after a preemption this step. A request
+  // whose adapter would pass max_loras distinct adapters among the running ones is skipped (it keeps its place).
+  std::vector<const LoraAdapter*> adapters;
+  if (config_.max_loras > 0)
+    for (const Request* r : running_)
+      if (r->adapter && std::find(adapters.begin(), adapters.end(), r->adapter.get()) == adapters.end())
+        adapters.push_back(r->adapter.get());
+  size_t next = 0;
+  while (out.preempted.empty() && next < waiting_.size() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
-    Request* r = waiting_.front();
+    Request* r = waiting_[next];
+    const bool new_adapter =
+        r->adapter && std::find(adapters.begin(), adapters.end(), r->adapter.get()) == adapters.end();
+    if (config_.max_loras > 0 && new_adapter && static_cast<int32_t>(adapters.size()) >= config_.max_loras) {
+      ++next;
+      continue;
+    }
     ComputedBlocks cached = kv_->GetComputedBlocks(std::span<const int32_t>(r->tokens), r->adapter_salt());
     const int32_t start = cached.num_tokens;
     const int32_t num_new = std::min(r->num_tokens() - start, budget);
     if (!kv_->AllocateSlots(r->id, start, num_new, cached)) break;
-    waiting_.pop_front();
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(next));
+    if (new_adapter) adapters.push_back(r->adapter.get());
     if (r->status == RequestStatus::kWaiting) r->num_cached_tokens = start;
     if (!r->first_scheduled) r->first_scheduled = Request::Clock::now();
     r->num_computed_tokens = start;

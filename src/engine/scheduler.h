@@ -22,6 +22,9 @@ struct SchedulerConfig {
   int32_t max_num_batched_tokens = 512;  // tokens per step (prefill chunks + decodes)
   int32_t max_model_len = 4096;          // prompt + output limit per request
   SpeculativeConfig speculative;         // prompt-lookup drafts for decoding requests (off by default)
+  // vLLM's max_loras: distinct LoRA adapters among the running requests (so in any one step) at most this many;
+  // a waiting request for another adapter waits until one of them has no running request. 0: no limit.
+  int32_t max_loras = 0;
 };
 
 struct ScheduledRequest {

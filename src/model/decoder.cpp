@@ -163,9 +163,10 @@ class Model::Ops final : public LayerOps {
     AddBias(q, lw.q_bias, T_);
     AddBias(k, lw.k_bias, T_);
     AddBias(v, lw.v_bias, T_);
-    Lora(layer, LoraTarget::kQ, in, q);
-    Lora(layer, LoraTarget::kK, in, k);
-    Lora(layer, LoraTarget::kV, in, v);
+    if (!m_.lora_.empty()) {
+      const LoraBatch::Out lora_qkv[] = {{LoraTarget::kQ, q}, {LoraTarget::kK, k}, {LoraTarget::kV, v}};
+      m_.lora_.Apply(layer, lora_qkv, in, pool_);
+    }
     if (c_.qk_norm) {
       RmsNorm(q, lw.q_norm.data(), c_.rms_eps, T_ * c_.n_heads, c_.head_dim, q);
       RmsNorm(k, lw.k_norm.data(), c_.rms_eps, T_ * c_.n_kv_heads, c_.head_dim, k);
@@ -292,9 +293,9 @@ class Model::Ops final : public LayerOps {
     const int64_t F = w_gate.rows;
     const MatMulOut gate_up[] = {{&w_gate, gate, F}, {&w_up, up, F}};
     MatMulMulti(gate_up, in, n, pool);
-    if (lora_layer >= 0) {
-      Lora(lora_layer, LoraTarget::kGate, in, gate);
-      Lora(lora_layer, LoraTarget::kUp, in, up);
+    if (lora_layer >= 0 && !m_.lora_.empty()) {
+      const LoraBatch::Out lora_gate_up[] = {{LoraTarget::kGate, gate}, {LoraTarget::kUp, up}};
+      m_.lora_.Apply(lora_layer, lora_gate_up, in, pool);
     }
     Activate(gate, up, n * F, pool);
     MatMul(w_down, gate, n, out, c_.hidden, pool);

@@ -115,6 +115,7 @@ class Builder {
   Result<std::shared_ptr<const LoraAdapter>> Finish() {
     if (adapter_->max_rank == 0) return Err("{}: the adapter has no LoRA tensors", adapter_->path);
     adapter_->id = NewLoraId();
+    PrepareLoraForKernels(adapter_.get());
     return std::shared_ptr<const LoraAdapter>(std::move(adapter_));
   }
 
@@ -425,6 +426,18 @@ const char* LoraFormatName(LoraFormat f) {
     case LoraFormat::kGguf: return "gguf";
   }
   return "?";
+}
+
+void PrepareLoraForKernels(LoraAdapter* adapter) {
+  for (auto& layer : adapter->layers) {
+    for (LoraWeights& w : layer) {
+      if (w.rank == 0) continue;
+      const size_t r = static_cast<size_t>(w.rank), out = w.b.size() / r;
+      w.bt.resize(w.b.size());
+      for (size_t o = 0; o < out; ++o)
+        for (size_t j = 0; j < r; ++j) w.bt[j * out + o] = w.b[o * r + j];
+    }
+  }
 }
 
 std::string LoraAdapter::Describe() const {

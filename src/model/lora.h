@@ -32,6 +32,7 @@ struct LoraWeights {
   int32_t rank = 0;        // 0: this projection is not adapted
   std::vector<float> a;    // [rank, in] row-major (PEFT's lora_A layout)
   std::vector<float> b;    // [out, rank] row-major (PEFT's lora_B layout)
+  std::vector<float> bt;   // [rank, out]: b transposed, the layout the expand kernel reads (PrepareLoraForKernels)
   float scale = 0;         // mlx-lm: `scale`; PEFT: lora_alpha / r (rsLoRA: / sqrt(r)); GGUF: alpha / r (1 if 0)
 };
 
@@ -53,6 +54,10 @@ struct LoraAdapter {
   // "q_proj,v_proj x 2 layers, rank 8" for logs and `parallm info`.
   std::string Describe() const;
 };
+
+// Fills each adapted projection's kernel layouts (bt) from a and b. LoadLoraAdapter does it; an adapter built in
+// memory (MakeRandomLora) must pass through it before a forward pass uses it.
+void PrepareLoraForKernels(LoraAdapter* adapter);
 
 // Recognizes the format of `path` (a folder with adapter_config.json and adapters.safetensors or
 // adapter_model.safetensors, or a .gguf file) and loads it for a base model of shape `base`. Every error names

@@ -102,6 +102,7 @@ LoraAdapter MakeRandomLora(const ModelConfig& c, const RandomLoraSpec& spec) {
       for (float& v : w.b) v = sb * unit(rng);
     }
   }
+  PrepareLoraForKernels(&a);
   return a;
 }
 

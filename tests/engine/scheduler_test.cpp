@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/scheduler.h"
+#include "model/lora.h"
 
 namespace parallm {
 namespace {
@@ -170,6 +171,43 @@ TEST(Scheduler, PriorityOrdersTheWaitingQueue) {
   sched.Add(std::move(high));
   auto out = sched.Schedule();
   EXPECT_EQ(Summarize(out).scheduled, (std::vector<std::pair<RequestId, int32_t>>{{2, 2}}));
+}
+
+TEST(Scheduler, MaxLorasLimitsTheAdaptersRunningAtOnce) {
+  // vLLM's max_loras = 1: the requests of adapter A run together (and with the base model's); B's waits, keeping
+  // its place, until no request of A runs.
+  KVCacheManager kv(64, 4, /*enable_prefix_caching=*/false);
+  SchedulerConfig c = Limits(8, 64);
+  c.max_loras = 1;
+  Scheduler sched(c, &kv);
+  auto a = std::make_shared<LoraAdapter>(), b = std::make_shared<LoraAdapter>();
+  const std::shared_ptr<const LoraAdapter> adapters[] = {a, b, a, nullptr};
+  for (RequestId id = 1; id <= 4; ++id) {
+    auto r = MakeRequest(id, 3, id == 1 ? 2 : 1);
+    r->adapter = adapters[id - 1];
+    sched.Add(std::move(r));
+  }
+  auto out = sched.Schedule();
+  EXPECT_EQ(Summarize(out).scheduled, (std::vector<std::pair<RequestId, int32_t>>{{1, 3}, {3, 3}, {4, 3}}));
+  sched.Update(out, FakeSamples(out));  // 3 and 4 finish (max_tokens 1); 1 runs on
+  sched.CheckIntegrity();
+  EXPECT_EQ(sched.num_waiting(), 1);
+  out = sched.Schedule();
+  EXPECT_EQ(Summarize(out).scheduled, (std::vector<std::pair<RequestId, int32_t>>{{1, 1}}));
+  sched.Update(out, FakeSamples(out));  // 1 finishes: A has no running request
+  sched.CheckIntegrity();
+  out = sched.Schedule();
+  EXPECT_EQ(Summarize(out).scheduled, (std::vector<std::pair<RequestId, int32_t>>{{2, 3}}));
+  sched.Update(out, FakeSamples(out));
+  EXPECT_EQ(sched.num_unfinished(), 0);
+  // Without the limit the four run in one step.
+  Scheduler open(Limits(8, 64), &kv);
+  for (RequestId id = 1; id <= 4; ++id) {
+    auto r = MakeRequest(id, 3, 1);
+    r->adapter = adapters[id - 1];
+    open.Add(std::move(r));
+  }
+  EXPECT_EQ(open.Schedule().scheduled.size(), 4u);
 }
 
 }  // namespace

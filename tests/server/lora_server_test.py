@@ -2,8 +2,9 @@
 """LoRA adapters through the interfaces: `generate --adapter-path` (mlx_lm's flag), `serve --lora-modules
 NAME=PATH` (vLLM's) with requests choosing by `model`, /v1/models listing the adapters with their parent, an unknown
 name a 404 in OpenAI's shape, vLLM's /v1/load_lora_adapter and /v1/unload_lora_adapter (an adapter unloaded while
-a request runs with it: the request finishes with it), --max-loras 1 evicting and reloading, and `parallm batch`
-lines choosing by "model". Every served completion must equal `generate` with the same adapter (greedy).
+a request runs with it: the request finishes with it), --max-cpu-loras 1 evicting and reloading (with
+--max-loras 1, one adapter per batch), and `parallm batch` lines choosing by "model". Every served completion must
+equal `generate` with the same adapter (greedy).
 
 Usage: lora_server_test.py PARALLM_BINARY"""
 import json
@@ -103,7 +104,7 @@ def test_serve_lora_modules():
 
 def test_max_loras_one_evicts_and_reloads():
     server = Server(BINARY, BASE, "--lora-modules", f"a={ADAPTERS['a']}", f"b={ADAPTERS['b']}", "--max-loras", "1",
-                    kv_cache_gb=0.05)
+                    "--max-cpu-loras", "1", kv_cache_gb=0.05)
     try:
         for name in ("a", "b", "a", "b"):
             status, out = complete(server, name)

@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include "util/splitmix64.h"
+
 namespace parallm::bench {
 namespace {
 
@@ -26,16 +28,8 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// splitmix64: a fixed sequence on every platform (std::mt19937's distributions are not portable).
-struct Rng {
-  uint64_t state;
-  uint64_t Next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  size_t Below(size_t n) { return static_cast<size_t>(Next() % n); }
+// SplitMix64: a fixed sequence on every platform (std::mt19937's distributions are not portable).
+struct Rng : SplitMix64 {
   // Skewed toward small indices, like word frequencies (the list below is roughly in frequency order).
   size_t Zipfish(size_t n) {
     const double u = static_cast<double>(Next() >> 11) / static_cast<double>(1ull << 53);

@@ -9,22 +9,10 @@
 #include "model/family_config.h"
 #include "model/model_writer.h"
 #include "model/tensor_names.h"
+#include "util/splitmix64.h"
 
 namespace parallm {
 namespace {
-
-// SplitMix64: a tiny, fast, well-mixed generator; one stream per tensor, seeded from (seed, name).
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t Next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [-1, 1).
-  float Uniform() { return static_cast<float>(static_cast<double>(Next() >> 11) * 0x1.0p-52 - 1.0); }
-};
 
 uint64_t HashName(const std::string& name) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
@@ -33,7 +21,7 @@ uint64_t HashName(const std::string& name) {
 }
 
 std::vector<float> Random(uint64_t seed, const std::string& name, int64_t n, float center, float half_width) {
-  SplitMix64 rng{seed ^ HashName(name)};
+  SplitMix64 rng{seed ^ HashName(name)};  // one stream per tensor, seeded from (seed, name)
   std::vector<float> v(static_cast<size_t>(n));
   for (float& x : v) x = center + half_width * rng.Uniform();
   return v;

@@ -7,19 +7,13 @@
 #include "tensor/fp16.h"
 #include "tensor/quant.h"
 #include "util/check.h"
+#include "util/splitmix64.h"
 
 namespace parallm {
 namespace {
 
-// SplitMix64, one stream per row.
-struct Rng {
-  uint64_t state;
-  uint64_t Next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+// SplitMix64, one stream per row, with random bytes.
+struct Rng : SplitMix64 {
   void Bytes(uint8_t* out, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -31,7 +25,6 @@ struct Rng {
       std::memcpy(out + i, &v, n - i);
     }
   }
-  float Uniform() { return static_cast<float>(static_cast<double>(Next() >> 11) * 0x1.0p-52 - 1.0); }
 };
 
 }  // namespace

@@ -228,6 +228,17 @@ Status BindMoe(const ModelConfig& c, int l, WeightBinder& b, ModelWeights* w, Mo
   return Status::Ok();
 }
 
+// The final norm and the LM head (the embedding matrix itself when tied), after every layer.
+Status BindOutputHead(const ModelConfig& c, WeightBinder& b, ModelWeights* w) {
+  PARALLM_ASSIGN_OR_RETURN(w->output_norm, b.Norm("output_norm.weight", c.hidden));
+  if (c.tied_embeddings) {
+    w->output = w->token_embd;
+  } else {
+    PARALLM_ASSIGN_OR_RETURN(w->output, b.Matrix("output.weight", c.vocab, c.hidden));
+  }
+  return Status::Ok();
+}
+
 // A hybrid (Nemotron-H) model: each layer's norm and its one mixer; experts and MLPs ungated.
 Status BindHybridWeights(const ModelConfig& c, WeightBinder& b, ModelWeights* w) {
   const int64_t H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), F = c.ffn, V = c.vocab;
@@ -281,13 +292,7 @@ Status BindHybridWeights(const ModelConfig& c, WeightBinder& b, ModelWeights* w)
       }
     }
   }
-  PARALLM_ASSIGN_OR_RETURN(w->output_norm, b.Norm("output_norm.weight", H));
-  if (c.tied_embeddings) {
-    w->output = w->token_embd;
-  } else {
-    PARALLM_ASSIGN_OR_RETURN(w->output, b.Matrix("output.weight", V, H));
-  }
-  return Status::Ok();
+  return BindOutputHead(c, b, w);
 }
 
 Status BindWeights(const ModelConfig& c, WeightBinder& b, ModelWeights* w) {
@@ -338,13 +343,7 @@ Status BindWeights(const ModelConfig& c, WeightBinder& b, ModelWeights* w) {
     }
     PARALLM_ASSIGN_OR_RETURN(lw.w_down, b.Matrix(LayerTensor(l, "ffn_down"), H, F));
   }
-  PARALLM_ASSIGN_OR_RETURN(w->output_norm, b.Norm("output_norm.weight", H));
-  if (c.tied_embeddings) {
-    w->output = w->token_embd;
-  } else {
-    PARALLM_ASSIGN_OR_RETURN(w->output, b.Matrix("output.weight", V, H));
-  }
-  return Status::Ok();
+  return BindOutputHead(c, b, w);
 }
 
 // Checks the numbers a config must satisfy before any weight is bound.

@@ -82,9 +82,9 @@ struct GroupTask {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 namespace avx512 {
-#define PARALLM_ATTN_LANES 16
+#define PARALLM_SIMD_LANES 16
 #include "kernels/attention_simd-inl.h"
-#undef PARALLM_ATTN_LANES
+#undef PARALLM_SIMD_LANES
 }  // namespace avx512
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
@@ -92,17 +92,17 @@ namespace avx512 {
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 namespace avx2 {
-#define PARALLM_ATTN_LANES 8
+#define PARALLM_SIMD_LANES 8
 #include "kernels/attention_simd-inl.h"
-#undef PARALLM_ATTN_LANES
+#undef PARALLM_SIMD_LANES
 }  // namespace avx2
 #pragma GCC pop_options
 #endif
 
 namespace baseline {
-#define PARALLM_ATTN_LANES 4
+#define PARALLM_SIMD_LANES 4
 #include "kernels/attention_simd-inl.h"
-#undef PARALLM_ATTN_LANES
+#undef PARALLM_SIMD_LANES
 }  // namespace baseline
 
 // One kernel per stored element type (KvDtype), for one instruction set.

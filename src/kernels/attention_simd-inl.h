@@ -1,8 +1,8 @@
 // The paged-attention kernel for one KV head and its group of query heads, written once for a vector of W floats
-// (GCC vector extensions) and compiled once per instruction set: attention.cpp includes it inside a
-// `#pragma GCC target` region and a namespace of its own, with PARALLM_ATTN_LANES defined as W (16: AVX-512,
-// 8: AVX2 + FMA, 4: baseline SSE2). The order of every floating-point operation depends on W alone. It is a template
-// over the stored element type (f32, bf16 bits, int8 with a scale per slot and head), decoded to f32 as rows load.
+// (simd_vec-inl.h) and compiled once per instruction set: attention.cpp includes it inside a `#pragma GCC target`
+// region and a namespace of its own, with PARALLM_SIMD_LANES defined as W. The order of every floating-point
+// operation depends on W alone. It is a template over the stored element type (f32, bf16 bits, int8 with a scale
+// per slot and head), decoded to f32 as rows load.
 //
 // Why this shape: in decode the keys and values are the only large data (1 KiB per position and layer on the 0.5B
 // shape) and the 7 query heads of a group read the same rows, so each row is loaded once per token and used by the
@@ -10,50 +10,7 @@
 // spread over W lanes, and one transpose-and-add (TransposeSum) folds the W of them into one vector, W - 1 adds per
 // W positions instead of a log2(W)-level horizontal reduction per position.
 
-#ifndef PARALLM_ATTN_LANES
-#error "define PARALLM_ATTN_LANES to 16, 8 or 4 before including attention_simd-inl.h"
-#endif
-
-constexpr int W = PARALLM_ATTN_LANES;
-typedef float V __attribute__((vector_size(W * sizeof(float))));
-
-#define PARALLM_INLINE inline __attribute__((always_inline))
-
-PARALLM_INLINE V Load(const float* p) {  // unaligned
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-PARALLM_INLINE void Store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
-
-// The intrinsics let a splat of a loaded float become a broadcast memory operand; a lane-by-lane loop gets
-// vectorized into one load and a shuffle per lane instead.
-PARALLM_INLINE V Splat(float x) {
-#if PARALLM_ATTN_LANES == 16
-  return _mm512_set1_ps(x);
-#elif PARALLM_ATTN_LANES == 8
-  return _mm256_set1_ps(x);
-#elif defined(__x86_64__)
-  return _mm_set1_ps(x);
-#else
-  V v;
-  for (int i = 0; i < W; ++i) v[i] = x;
-  return v;
-#endif
-}
-
-// a * b + c, fused (one rounding) where the instruction set has FMA: the file is built with -ffp-contract=off, so
-// this is the only place products and sums fuse.
-PARALLM_INLINE V MulAdd(V a, V b, V c) {
-#if PARALLM_ATTN_LANES == 16
-  return _mm512_fmadd_ps(a, b, c);
-#elif PARALLM_ATTN_LANES == 8
-  return _mm256_fmadd_ps(a, b, c);
-#else
-  return a * b + c;
-#endif
-}
+#include "kernels/simd_vec-inl.h"
 
 // Transpose-and-add, one level: a and b each hold m = W / seg positions' partial sums, seg lanes per position
 // (position after position). The result holds those 2m positions (a's, then b's) with seg / 2 lanes each: the
@@ -116,9 +73,9 @@ PARALLM_INLINE V LoadRow(const uint16_t* p) {
 // GCC turns __builtin_convertvector from int8 lanes into one scalar conversion per lane, so the sign extension is
 // written out per instruction set.
 PARALLM_INLINE V LoadRow(const int8_t* p) {
-#if PARALLM_ATTN_LANES == 16
+#if PARALLM_SIMD_LANES == 16
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-#elif PARALLM_ATTN_LANES == 8
+#elif PARALLM_SIMD_LANES == 8
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 #elif defined(__x86_64__)
   int32_t four;

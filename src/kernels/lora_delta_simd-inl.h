@@ -1,27 +1,14 @@
 // The LoRA shrink and expand kernels written once for a vector of W floats (GCC vector extensions) and compiled once
 // per instruction set: lora_delta.cpp includes this inside a `#pragma GCC target` region and a namespace of its own,
-// with PARALLM_LORA_LANES defined as W. The order of every floating-point operation depends on W alone.
+// with PARALLM_SIMD_LANES defined as W. The order of every floating-point operation depends on W alone.
 
-#ifndef PARALLM_LORA_LANES
-#error "define PARALLM_LORA_LANES to 16, 8 or 4 before including lora_delta_simd-inl.h"
-#endif
-
-constexpr int W = PARALLM_LORA_LANES;
-typedef float V __attribute__((vector_size(W * sizeof(float))));
-
-#define PARALLM_INLINE inline __attribute__((always_inline))
+#include "kernels/simd_vec-inl.h"
 
 // Register tiles: AVX-512 has 32 vector registers, AVX2 and SSE 16.
 constexpr int kTokTile = 4;                      // tokens per tile (both kernels)
 constexpr int kShrinkRows = W == 16 ? 4 : 2;     // rank rows per shrink tile
 constexpr int kExpandVecs = W == 16 ? 4 : 2;     // output vectors per expand tile
 
-PARALLM_INLINE V Load(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-PARALLM_INLINE void Store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
 // The first `count` (< W) floats at p, zeros after.
 PARALLM_INLINE V LoadPartial(const float* p, int64_t count) {
   float tmp[W] = {};
@@ -32,31 +19,6 @@ PARALLM_INLINE void StorePartial(float* p, V v, int64_t count) {
   float tmp[W];
   Store(tmp, v);
   std::memcpy(p, tmp, static_cast<size_t>(count) * sizeof(float));
-}
-
-PARALLM_INLINE V Splat(float x) {
-#if PARALLM_LORA_LANES == 16
-  return _mm512_set1_ps(x);
-#elif PARALLM_LORA_LANES == 8
-  return _mm256_set1_ps(x);
-#elif defined(__x86_64__)
-  return _mm_set1_ps(x);
-#else
-  V v;
-  for (int i = 0; i < W; ++i) v[i] = x;
-  return v;
-#endif
-}
-
-// a * b + c, fused where the instruction set has FMA (the file is built with -ffp-contract=off: nowhere else).
-PARALLM_INLINE V MulAdd(V a, V b, V c) {
-#if PARALLM_LORA_LANES == 16
-  return _mm512_fmadd_ps(a, b, c);
-#elif PARALLM_LORA_LANES == 8
-  return _mm256_fmadd_ps(a, b, c);
-#else
-  return a * b + c;
-#endif
 }
 
 // Lanes folded in a fixed order: halves, then quarters, ...

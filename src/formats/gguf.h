@@ -16,6 +16,11 @@
 
 namespace parallm {
 
+// Limits both the reader and the writer keep, so whatever parallm writes it reads back.
+inline constexpr uint32_t kGgufMaxDims = 4;             // GGML_MAX_DIMS
+inline constexpr int kGgufMaxArrayDepth = 8;            // arrays of arrays are legal; this bounds the recursion
+inline constexpr uint64_t kGgufDefaultAlignment = 32;   // GGUF_DEFAULT_ALIGNMENT
+
 // gguf_metadata_value_type
 enum class GgufType : uint32_t {
   kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,

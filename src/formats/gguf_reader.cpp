@@ -14,11 +14,8 @@
 namespace parallm {
 namespace {
 
-constexpr uint32_t kMaxDims = 4;          // GGML_MAX_DIMS
-constexpr int kMaxArrayDepth = 8;         // arrays of arrays are legal; this bounds the recursion
 // Each value costs ~100 bytes in memory; real arrays (vocabularies, merges) hold at most a few hundred thousand.
 constexpr uint64_t kMaxArrayElements = uint64_t{1} << 24;
-constexpr uint64_t kDefaultAlignment = 32;  // GGUF_DEFAULT_ALIGNMENT
 // Smallest possible encodings, used to reject counts the remaining bytes cannot hold before allocating:
 // a kv pair is a key string (u64 length) + u32 type + a value of >= 1 byte; a tensor info is a name string
 // + u32 n_dims + u32 type + u64 offset.
@@ -106,7 +103,8 @@ Status ReadValue(Cursor& c, GgufType type, int depth, GgufValue* out);
 
 // Array payload: u32 element type, u64 count, elements. `depth` counts enclosing arrays.
 Status ReadArray(Cursor& c, int depth, GgufValue* out) {
-  if (depth >= kMaxArrayDepth) return Err("arrays nested more than {} deep at offset {}", kMaxArrayDepth, c.pos());
+  if (depth >= kGgufMaxArrayDepth)
+    return Err("arrays nested more than {} deep at offset {}", kGgufMaxArrayDepth, c.pos());
   uint32_t elem_type = 0;
   uint64_t count = 0;
   PARALLM_RETURN_IF_ERROR(c.Read(&elem_type, "array element type"));
@@ -231,7 +229,8 @@ Status ReadTensorInfo(Cursor& c, uint64_t alignment, RawTensor* t) {
   PARALLM_RETURN_IF_ERROR(c.ReadString(&info.name, "tensor name"));
   uint32_t n_dims = 0;
   PARALLM_RETURN_IF_ERROR(c.Read(&n_dims, "tensor dimension count"));
-  if (n_dims > kMaxDims) return Err("tensor '{}' has {} dimensions (at most {} are supported)", info.name, n_dims, kMaxDims);
+  if (n_dims > kGgufMaxDims)
+    return Err("tensor '{}' has {} dimensions (at most {} are supported)", info.name, n_dims, kGgufMaxDims);
   std::vector<int64_t> ne(n_dims);  // innermost first, as in the file
   for (uint32_t d = 0; d < n_dims; ++d) {
     uint64_t v = 0;
@@ -276,7 +275,7 @@ Status ReadTensorInfo(Cursor& c, uint64_t alignment, RawTensor* t) {
 
 // general.alignment: any integer type is accepted (the specification says u32), nonzero power of two.
 Status AlignmentFromMetadata(const GgufValue* v, uint64_t* alignment) {
-  *alignment = kDefaultAlignment;
+  *alignment = kGgufDefaultAlignment;
   if (v == nullptr) return Status::Ok();
   std::optional<int64_t> a = v->AsInt();
   if (!a || v->type == GgufType::kBool) {

@@ -16,10 +16,7 @@ namespace parallm {
 namespace {
 
 constexpr uint32_t kVersion = 3;
-constexpr uint64_t kDefaultAlignment = 32;  // GGUF_DEFAULT_ALIGNMENT
-constexpr size_t kMaxDims = 4;              // GGML_MAX_DIMS
 constexpr size_t kMaxNameBytes = 64;        // the specification: tensor names are at most 64 bytes
-constexpr int kMaxArrayDepth = 8;           // the reader's limit, so whatever is written can be read back
 
 // Little-endian encoding of the header, metadata and tensor infos.
 class Encoder {
@@ -47,7 +44,7 @@ Status ValidateValue(const GgufValue& v, int depth) {
     return Err("unknown value type {}", static_cast<uint32_t>(v.type));
   }
   if (v.type != GgufType::kArray) return Status::Ok();
-  if (depth >= kMaxArrayDepth) return Err("arrays nested more than {} deep", kMaxArrayDepth);
+  if (depth >= kGgufMaxArrayDepth) return Err("arrays nested more than {} deep", kGgufMaxArrayDepth);
   if (static_cast<uint32_t>(v.array_type) > static_cast<uint32_t>(GgufType::kF64)) {
     return Err("unknown array element type {}", static_cast<uint32_t>(v.array_type));
   }
@@ -158,8 +155,8 @@ Status GgufWriter::AddTensor(const std::string& name, DType dtype, std::vector<i
     if (p.name == name) return Err("duplicate tensor name '{}'", name);
   }
   if (!GgmlTypeOf(dtype)) return Err("tensor '{}': dtype {} has no GGUF type", name, Name(dtype));
-  if (shape.empty() || shape.size() > kMaxDims) {
-    return Err("tensor '{}' has {} dimensions (1 to {} are supported)", name, shape.size(), kMaxDims);
+  if (shape.empty() || shape.size() > kGgufMaxDims) {
+    return Err("tensor '{}' has {} dimensions (1 to {} are supported)", name, shape.size(), kGgufMaxDims);
   }
   for (int64_t d : shape) {
     if (d <= 0) return Err("tensor '{}' has shape {} (dimensions must be positive)", name, ShapeString(shape));
@@ -223,7 +220,7 @@ TensorSet GgufWriter::Tensors() const {
 
 Status GgufWriter::Write(const std::string& path) const {
   auto fail = [&](const Status& st) { return st.WithContext(path); };
-  uint64_t alignment = kDefaultAlignment;
+  uint64_t alignment = kGgufDefaultAlignment;
   for (const auto& [key, value] : metadata_) {
     PARALLM_RETURN_IF_ERROR(fail(ValidateValue(value, 0).WithContext(fmt::format("metadata key '{}'", key))));
     if (key != "general.alignment") continue;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "formats/hf_folder.h"
+#include "formats/json_describe.h"
 #include "tensor/mlx_affine.h"
 
 namespace parallm {
@@ -16,12 +17,6 @@ namespace json = boost::json;
 // a module path (mlx-lm's class_predicate looks the module path up in the same object).
 bool IsSettingKey(std::string_view key) { return key == "group_size" || key == "bits" || key == "mode"; }
 
-// A JSON value as a person wrote it (boost::json::serialize prints 64.5 as 6.45E1).
-std::string Describe(const json::value& v) {
-  if (v.is_double()) return fmt::format("{}", v.get_double());
-  return json::serialize(v);
-}
-
 // Reads an integer field; `missing` is used when the key is absent (nullopt: the key is required).
 Result<int64_t> IntField(const json::object& obj, std::string_view key, std::optional<int64_t> missing,
                          const std::string& where) {
@@ -32,7 +27,7 @@ Result<int64_t> IntField(const json::object& obj, std::string_view key, std::opt
   }
   if (v->is_int64()) return v->get_int64();
   if (v->is_uint64()) return Err("{}: \"{}\" = {} is out of range", where, key, v->get_uint64());
-  return Err("{}: \"{}\" is not an integer ({})", where, key, Describe(*v));
+  return Err("{}: \"{}\" is not an integer ({})", where, key, DescribeJson(*v));
 }
 
 // Parses {"group_size": g, "bits": b, "mode": "affine"}. `defaults` fills absent keys; nullopt makes
@@ -112,7 +107,7 @@ Result<std::optional<MlxQuantization>> ParseMlxQuantization(const json::object& 
     // Transformers' quantization_config (GPTQ, AWQ, bitsandbytes, FP8, ...) names its quant_method; those
     // store weights in layouts parallm does not read, so say so instead of loading packed data as floats.
     if (const json::value* method = section->if_contains("quant_method")) {
-      std::string name = method->is_string() ? std::string(method->get_string()) : Describe(*method);
+      std::string name = method->is_string() ? std::string(method->get_string()) : DescribeJson(*method);
       return Err(
           "config.json: quantization_config quant_method '{}' is not supported (parallm reads MLX affine "
           "quantization and GGUF)",

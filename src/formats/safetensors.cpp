@@ -16,6 +16,7 @@
 #include <boost/json/basic_parser_impl.hpp>
 #include <fmt/format.h>
 
+#include "formats/json_describe.h"
 #include "util/mapped_file.h"
 
 namespace parallm {
@@ -133,12 +134,6 @@ Result<json::value> ParseHeaderJson(std::string_view text, size_t file_offset) {
   return parser.handler().stack().release();
 }
 
-// A JSON value as a person wrote it (boost::json::serialize prints 2.5 as 2.5E0).
-std::string Describe(const json::value& v) {
-  if (v.is_double()) return fmt::format("{}", v.get_double());
-  return json::serialize(v);
-}
-
 // A non-negative integer that fits `max`, or nullopt (negative, fractional, a string, too large).
 std::optional<uint64_t> AsCount(const json::value& v, uint64_t max) {
   if (v.is_uint64()) return v.get_uint64() <= max ? std::optional<uint64_t>(v.get_uint64()) : std::nullopt;
@@ -208,7 +203,7 @@ Result<Entry> ParseEntry(const std::string& name, const json::value& v, uint64_t
   if (!shape->is_array()) return Err("tensor '{}': \"shape\" is not an array", name);
   for (const json::value& d : shape->get_array()) {
     std::optional<uint64_t> n = AsCount(d, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
-    if (!n) return Err("tensor '{}': shape entry {} is not a non-negative integer", name, Describe(d));
+    if (!n) return Err("tensor '{}': shape entry {} is not a non-negative integer", name, DescribeJson(d));
     e.shape.push_back(static_cast<int64_t>(*n));
   }
 

@@ -52,13 +52,6 @@ Result<std::vector<float>> ToF32(const TensorView& v, const std::string& what) {
   return out;
 }
 
-std::vector<float> Transpose(const std::vector<float>& m, int64_t rows, int64_t cols) {
-  std::vector<float> t(m.size());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * rows + r)] = m[static_cast<size_t>(r * cols + c)];
-  return t;
-}
-
 // Parses "<prefix>N.<rest>".
 bool ParseLayerName(std::string_view name, std::string_view prefix, int* layer, std::string_view* rest) {
   if (!StartsWith(name, prefix)) return false;
@@ -230,8 +223,8 @@ Result<std::shared_ptr<const LoraAdapter>> LoadMlx(const std::string& dir, const
     PARALLM_ASSIGN_OR_RETURN(std::vector<float> b, ToF32(*b_view, st_path + ": " + module + ".lora_b"));
     const int64_t in = view.Dim(0), out = b_view->Dim(1), r = view.Dim(1);
     const LoraTarget t = *TargetByHfName(rest.substr(rest.find('.') + 1));
-    PARALLM_RETURN_IF_ERROR(builder.Add(name, layer, t, {r, in}, Transpose(a, in, r), {out, r}, Transpose(b, r, out),
-                                        static_cast<float>(scale), RopeStyle::kHalf));
+    PARALLM_RETURN_IF_ERROR(builder.Add(name, layer, t, {r, in}, TransposeLoraFactor(a, in, r), {out, r},
+                                        TransposeLoraFactor(b, r, out), static_cast<float>(scale), RopeStyle::kHalf));
   }
   return builder.Finish();
 }
@@ -428,14 +421,18 @@ const char* LoraFormatName(LoraFormat f) {
   return "?";
 }
 
+std::vector<float> TransposeLoraFactor(const std::vector<float>& m, int64_t rows, int64_t cols) {
+  std::vector<float> t(m.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * rows + r)] = m[static_cast<size_t>(r * cols + c)];
+  return t;
+}
+
 void PrepareLoraForKernels(LoraAdapter* adapter) {
   for (auto& layer : adapter->layers) {
     for (LoraWeights& w : layer) {
       if (w.rank == 0) continue;
-      const size_t r = static_cast<size_t>(w.rank), out = w.b.size() / r;
-      w.bt.resize(w.b.size());
-      for (size_t o = 0; o < out; ++o)
-        for (size_t j = 0; j < r; ++j) w.bt[j * out + o] = w.b[o * r + j];
+      w.bt = TransposeLoraFactor(w.b, static_cast<int64_t>(w.b.size()) / w.rank, w.rank);
     }
   }
 }

@@ -36,6 +36,10 @@ struct LoraWeights {
   float scale = 0;         // mlx-lm: `scale`; PEFT: lora_alpha / r (rsLoRA: / sqrt(r)); GGUF: alpha / r (1 if 0)
 };
 
+// `m` [rows, cols] row-major, transposed to [cols, rows]: formats store the factors in either orientation (MLX: A as
+// [in, rank], B as [rank, out]) and the expand kernel reads B transposed.
+std::vector<float> TransposeLoraFactor(const std::vector<float>& m, int64_t rows, int64_t cols);
+
 // A fresh identity for a loaded adapter (never 0, never reused in the process): what the prefix cache hashes.
 uint64_t NewLoraId();
 

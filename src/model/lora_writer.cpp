@@ -25,13 +25,6 @@ std::vector<uint8_t> Bytes(const std::vector<float>& v) {
   return out;
 }
 
-std::vector<float> Transpose(const std::vector<float>& m, int64_t rows, int64_t cols) {
-  std::vector<float> t(m.size());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * rows + r)] = m[static_cast<size_t>(r * cols + c)];
-  return t;
-}
-
 Status WriteText(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
   f << text;
@@ -152,8 +145,10 @@ Status WriteLoraAdapter(const LoraAdapter& adapter, const ModelConfig& c, const 
                             RopeStyle::kHalf);
       const std::string module = fmt::format("model.layers.{}.{}", l, LoraTargetHfModule(t));
       if (options.format == LoraFormat::kMlx) {
-        PARALLM_RETURN_IF_ERROR(st.AddTensor(module + ".lora_a", DType::kF32, {in, w.rank}, Bytes(Transpose(w.a, w.rank, in))));
-        PARALLM_RETURN_IF_ERROR(st.AddTensor(module + ".lora_b", DType::kF32, {w.rank, out}, Bytes(Transpose(b, out, w.rank))));
+        PARALLM_RETURN_IF_ERROR(
+            st.AddTensor(module + ".lora_a", DType::kF32, {in, w.rank}, Bytes(TransposeLoraFactor(w.a, w.rank, in))));
+        PARALLM_RETURN_IF_ERROR(
+            st.AddTensor(module + ".lora_b", DType::kF32, {w.rank, out}, Bytes(TransposeLoraFactor(b, out, w.rank))));
       } else {
         PARALLM_RETURN_IF_ERROR(st.AddTensor("base_model.model." + module + ".lora_A.weight", DType::kF32, {w.rank, in}, Bytes(w.a)));
         PARALLM_RETURN_IF_ERROR(st.AddTensor("base_model.model." + module + ".lora_B.weight", DType::kF32, {out, w.rank}, Bytes(b)));

@@ -58,9 +58,9 @@ class Prepend : public Normalizer {
   std::string prefix_;
 };
 
-class Sequence : public Normalizer {
+class SequenceNormalizer : public Normalizer {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<Normalizer>> parts) : parts_(std::move(parts)) {}
+  explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> parts) : parts_(std::move(parts)) {}
   std::string Normalize(std::string text) const override {
     for (const auto& p : parts_) text = p->Normalize(std::move(text));
     return text;
@@ -97,7 +97,7 @@ Result<std::unique_ptr<Normalizer>> Normalizer::FromJson(const boost::json::valu
       PARALLM_ASSIGN_OR_RETURN(std::unique_ptr<Normalizer> n, FromJson(v));
       if (n) parts.push_back(std::move(n));
     }
-    return std::unique_ptr<Normalizer>(new Sequence(std::move(parts)));
+    return std::unique_ptr<Normalizer>(new SequenceNormalizer(std::move(parts)));
   }
   return Err("unsupported normalizer type '{}'", type);
 }
@@ -106,7 +106,7 @@ std::unique_ptr<Normalizer> Normalizer::SentencePieceSpaces() {
   std::vector<std::unique_ptr<Normalizer>> parts;
   parts.emplace_back(new Prepend("\xE2\x96\x81"));
   parts.emplace_back(new Replace(Regex::Literal(" "), "\xE2\x96\x81"));
-  return std::unique_ptr<Normalizer>(new Sequence(std::move(parts)));
+  return std::unique_ptr<Normalizer>(new SequenceNormalizer(std::move(parts)));
 }
 
 }  // namespace parallm

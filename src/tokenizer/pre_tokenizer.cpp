@@ -178,9 +178,9 @@ class RegexSplit : public PreTokenizer {
   SplitBehavior behavior_;
 };
 
-class Sequence : public PreTokenizer {
+class SequencePreTokenizer : public PreTokenizer {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> parts) : parts_(std::move(parts)) {}
+  explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> parts) : parts_(std::move(parts)) {}
   void PreTokenize(std::vector<std::string>& words, size_t section_index) const override {
     for (const auto& p : parts_) p->PreTokenize(words, section_index);
   }
@@ -247,7 +247,7 @@ Result<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const boost::json::
       PARALLM_ASSIGN_OR_RETURN(std::unique_ptr<PreTokenizer> p, FromJson(v));
       if (p) parts.push_back(std::move(p));
     }
-    return std::unique_ptr<PreTokenizer>(new Sequence(std::move(parts)));
+    return std::unique_ptr<PreTokenizer>(new SequencePreTokenizer(std::move(parts)));
   }
   return Err("unsupported pre_tokenizer type '{}'", type);
 }
@@ -306,7 +306,7 @@ Result<std::unique_ptr<PreTokenizer>> PreTokenizer::ForGgufPre(const std::string
     parts.push_back(std::make_unique<RegexSplit>(std::move(regex).value(), SplitBehavior::kIsolated));
   }
   parts.push_back(ByteLevelOnly());
-  return std::unique_ptr<PreTokenizer>(new Sequence(std::move(parts)));
+  return std::unique_ptr<PreTokenizer>(new SequencePreTokenizer(std::move(parts)));
 }
 
 }  // namespace parallm

@@ -83,8 +83,9 @@ class LLM:
         enable_prefix_caching: requests with a common prefix share its KV blocks.
         threads: threads for the forward pass (default: all cores).
         speculative_config: speculative decoding as vLLM takes it, e.g. ``{"method": "ngram",
-            "num_speculative_tokens": 4, "prompt_lookup_max": 3}``: prompt-lookup drafts verified in the
-            request's next step; outputs are the same as without it.
+            "num_speculative_tokens": 4, "prompt_lookup_max": 3}`` (prompt lookup) or ``{"model": "draft.gguf",
+            "num_speculative_tokens": 4}`` (a smaller draft model with the same vocabulary: a path or a synthetic
+            spec): drafts verified in the request's next step; outputs are the same as without it.
         kv_cache_dtype: how the KV cache stores keys and values, as vLLM's option: ``"auto"`` (f32, exact),
             ``"bf16"`` (half the memory per token) or ``"int8"`` (a quarter, one scale per token and head).
 

@@ -99,6 +99,7 @@ class PyEngine {
     config.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
     if (o.max_model_len > 0) config.scheduler.max_model_len = o.max_model_len;
     config.scheduler.speculative = speculative;
+    if (Status st = LoadDraftModelFor(**model, &config); !st.ok()) throw py::value_error("speculative_config: " + st.message());
     AsyncEngineConfig async_config;
     // Python callers queue everything they submit (batch_generate of thousands of prompts); nothing is refused.
     async_config.max_queued_requests = std::numeric_limits<int32_t>::max() / 2;

@@ -272,6 +272,27 @@ def test_speculative_config_keeps_outputs(fixtures):
         parallm.LLM(model, tokenizer=tokenizer, speculative_config={"method": "eagle", "num_speculative_tokens": 2})
 
 
+def test_draft_model_keeps_outputs(fixtures):
+    # stories260K drafting for itself: every greedy draft is accepted and the text is the same, greedy and seeded;
+    # a draft with another vocabulary is refused.
+    model = str(fixtures / "models" / "stories260K" / "stories260K.bin")
+    tokenizer = str(fixtures / "models" / "stories260K" / "tok512.bin")
+    plain = parallm.LLM(model, tokenizer=tokenizer, num_kv_blocks=64)
+    spec = parallm.LLM(model, tokenizer=tokenizer, num_kv_blocks=64,
+                       speculative_config={"model": model, "num_speculative_tokens": 3})
+    greedy = parallm.SamplingParams(temperature=0, max_tokens=32)
+    seeded = parallm.SamplingParams(temperature=0.8, seed=5, max_tokens=32)
+    for params in (greedy, seeded):
+        want = plain.generate("Once upon a time", params)[0].outputs[0]
+        got = spec.generate("Once upon a time", params)[0].outputs[0]
+        assert got.token_ids == want.token_ids and got.text == want.text
+    metrics = spec.metrics()
+    assert metrics["spec_decode_num_accepted_tokens"] > 0
+    other = str(fixtures / "models" / "llama-2-tiny-random" / "llama-2-tiny-random.gguf")
+    with pytest.raises(ValueError, match="speculative_config: .*vocabulary"):
+        parallm.LLM(model, tokenizer=tokenizer, speculative_config={"model": other, "num_speculative_tokens": 2})
+
+
 def test_kv_cache_dtype_keeps_the_story(fixtures):
     # Keys and values stored as bf16 or int8: half or a quarter of the cache memory per token, the same story from
     # the trained stories260K, and a clear error for a type parallm does not store.

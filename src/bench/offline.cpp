@@ -18,6 +18,23 @@ std::vector<std::vector<int32_t>> RandomPrompts(const Workload& w, int32_t vocab
   return prompts;
 }
 
+Result<std::vector<std::vector<int32_t>>> RetellPrompts(LLM& llm, const Workload& w) {
+  constexpr int32_t kOpening = 4;
+  Workload opening = w;
+  opening.input_len = kOpening;
+  std::vector<std::vector<int32_t>> prompts = RandomPrompts(opening, llm.model().config().vocab);
+  SamplingParams params;
+  params.max_tokens = std::max(1, w.input_len - 2 * kOpening);
+  params.ignore_eos = true;
+  PARALLM_ASSIGN_OR_RETURN(std::vector<Completion> documents, llm.Generate(prompts, {params}));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<int32_t> start = prompts[i];
+    prompts[i].insert(prompts[i].end(), documents[i].ids().begin(), documents[i].ids().end());
+    prompts[i].insert(prompts[i].end(), start.begin(), start.end());
+  }
+  return prompts;
+}
+
 boost::json::object RunFigures::ToJson() const {
   return {{"requests", requests},
           {"prompt_tokens", prompt_tokens},

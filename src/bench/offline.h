@@ -22,6 +22,11 @@ struct Workload {
 // Random token prompts (as vLLM's random dataset), ids drawn below the vocabulary's top 256 (specials).
 std::vector<std::vector<int32_t>> RandomPrompts(const Workload& w, int32_t vocab);
 
+// Summarization-style prompts of about input_len tokens (a long prompt that the output copies from): a document the
+// model writes itself (its greedy continuation of a random 4-token opening, ignoring end-of-sequence), then the
+// opening again. A model that copies from its context retells the document.
+Result<std::vector<std::vector<int32_t>>> RetellPrompts(LLM& llm, const Workload& w);
+
 struct RunFigures {
   int32_t requests = 0;
   int64_t prompt_tokens = 0;

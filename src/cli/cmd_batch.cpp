@@ -79,6 +79,7 @@ int Run(const BatchOptions& o) {
       return Fail(fmt::format("--lora-modules {}: expected NAME=PATH", module));
     if (Status st = loras.Add(module.substr(0, eq), module.substr(eq + 1)); !st.ok()) return Fail(st.message());
   }
+  if (Status st = LoadDraftModelFor(**model, &config); !st.ok()) return Fail(st.message());
   auto llm = std::make_unique<LLM>(std::move(*model), config);
   auto text = LoadModelTextForCommand(o.model, o.tokenizer, o.chat_template);
   if (!text.ok()) return Fail(text.status().message());

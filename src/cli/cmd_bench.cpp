@@ -110,9 +110,12 @@ EngineConfig Config(const BenchOptions& o, int max_seqs, bool prefix_caching = t
   return c;
 }
 
-Result<std::unique_ptr<LLM>> Load(const BenchOptions& o, const EngineConfig& config) {
+Result<std::unique_ptr<LLM>> Load(const BenchOptions& o, EngineConfig config) {
   if (IsSyntheticSpec(o.model)) std::fprintf(stderr, "building %s in memory...\n", o.model.c_str());
   PARALLM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelForCommand(o.model, o.max_model_len));
+  if (config.scheduler.speculative.uses_draft_model() && IsSyntheticSpec(config.scheduler.speculative.model))
+    std::fprintf(stderr, "building draft %s in memory...\n", config.scheduler.speculative.model.c_str());
+  PARALLM_RETURN_IF_ERROR(LoadDraftModelFor(*model, &config));
   return std::make_unique<LLM>(std::move(model), config);
 }
 
@@ -239,9 +242,10 @@ int RunBatching(const BenchOptions& o) {
   return WriteJson(o.output, report);
 }
 
-// The same prompts with and without prompt-lookup drafts, in one process: decode speed, acceptance, and whether the
-// outputs are identical (they must be: drafting changes the work, not the tokens).
-int RunSpeculative(const BenchOptions& o, float temperature) {
+// The same prompts with and without drafts (prompt lookup or a draft model), in one process: decode speed, acceptance,
+// and whether the outputs are identical (they must be: drafting changes the work, not the tokens). `workload`:
+// "random" prompts, or "retell" (summarization-style: the model's own document, then its opening again).
+int RunSpeculative(const BenchOptions& o, float temperature, const std::string& workload) {
   BenchOptions plain_options = o, drafted_options = o;
   plain_options.speculative = {};
   if (!drafted_options.speculative.enabled()) drafted_options.speculative.num_speculative_tokens = 4;
@@ -251,16 +255,31 @@ int RunSpeculative(const BenchOptions& o, float temperature) {
   if (!drafted.ok()) return Fail(drafted.status().message());
   boost::json::object report = Header(o, **drafted, "speculative");
   const SpeculativeConfig& spec = drafted_options.speculative;
-  std::printf("prompt lookup: up to %d draft tokens, %d-%d-token n-grams; %d requests of %d prompt tokens, %d out, %s\n",
-              spec.num_speculative_tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, o.prompts, o.input_len,
-              o.max_tokens, temperature > 0 ? fmt::format("temperature {} (seeded)", temperature).c_str() : "greedy");
+  const bool model_drafts = spec.uses_draft_model();
+  const std::string method =
+      model_drafts ? fmt::format("draft model {} ({})", spec.model, Describe((*drafted)->engine().config().draft_model->config()))
+                   : fmt::format("prompt lookup ({}-{}-token n-grams)", spec.prompt_lookup_min, spec.prompt_lookup_max);
+  std::printf("%s: up to %d draft tokens; %d %s requests of %d prompt tokens, %d out, %s\n", method.c_str(),
+              spec.num_speculative_tokens, o.prompts, workload.c_str(), o.input_len, o.max_tokens,
+              temperature > 0 ? fmt::format("temperature {} (seeded)", temperature).c_str() : "greedy");
+  report["method"] = model_drafts ? "draft_model" : "ngram";
+  if (model_drafts) report["draft_model"] = spec.model;
+  report["num_speculative_tokens"] = spec.num_speculative_tokens;
+  report["workload"] = workload;
   std::printf("%-4s %-14s %11s %9s %10s %9s %9s\n", "run", "drafts", "decode t/s", "tpot ms", "accepted", "speedup",
               "same out");
   boost::json::array runs;
   bool all_same = true;
   for (int run = 0; run < o.runs; ++run) {
     bench::Workload w{o.prompts, o.input_len, o.max_tokens, static_cast<uint64_t>(run)};
-    const auto prompts = bench::RandomPrompts(w, (*plain)->model().config().vocab);
+    std::vector<std::vector<int32_t>> prompts;
+    if (workload == "retell") {
+      auto retell = bench::RetellPrompts(**plain, w);
+      if (!retell.ok()) return Fail(retell.status().message());
+      prompts = std::move(*retell);
+    } else {
+      prompts = bench::RandomPrompts(w, (*plain)->model().config().vocab);
+    }
     std::vector<std::vector<int32_t>> plain_ids, drafted_ids;
     auto off = bench::Measure(**plain, prompts, o.max_tokens, {}, temperature, &plain_ids);
     if (!off.ok()) return Fail(off.status().message());
@@ -271,7 +290,8 @@ int RunSpeculative(const BenchOptions& o, float temperature) {
     const double acceptance = on->draft_tokens > 0 ? static_cast<double>(on->accepted_tokens) / on->draft_tokens : 0;
     std::printf("%-4d %-14s %11.1f %9.1f %10s %9s %9s\n", run + 1, "none", off->decode_tps, off->tpot_mean * 1e3, "-",
                 "1.00x", "");
-    std::printf("%-4d %-14s %11.1f %9.1f %9.1f%% %8.2fx %9s\n", run + 1, "prompt lookup", on->decode_tps,
+    std::printf("%-4d %-14s %11.1f %9.1f %9.1f%% %8.2fx %9s\n", run + 1, model_drafts ? "draft model" : "prompt lookup",
+                on->decode_tps,
                 on->tpot_mean * 1e3, 100 * acceptance, on->decode_tps / std::max(off->decode_tps, 1e-9),
                 same ? "yes" : "NO");
     std::fflush(stdout);
@@ -750,7 +770,8 @@ void AddBenchCommand(CLI::App& app) {
   batching->add_option("--chart", o->chart, "Draw generation and aggregate decode tokens/s vs concurrency to this SVG file");
   batching->callback([o] { ExitOnError(RunBatching(*o)); });
   auto* speculative = bench->add_subcommand(
-      "speculative", "Speculative decoding (prompt lookup) on vs off over the same prompts: decode tokens/s, acceptance");
+      "speculative",
+      "Speculative decoding (prompt lookup, or a draft model) on vs off over the same prompts: decode tokens/s, acceptance");
   AddModelOptions(speculative, *o);
   speculative->add_option("--prompts", o->prompts, "Requests")->capture_default_str();
   speculative->add_option("--concurrency", o->concurrency, "Requests running at once")->capture_default_str();
@@ -758,7 +779,13 @@ void AddBenchCommand(CLI::App& app) {
   auto temperature = std::make_shared<float>(0.0f);
   speculative->add_option("--temperature", *temperature, "Sampling temperature (0: greedy); seeded, so both runs draw alike")
       ->capture_default_str();
-  speculative->callback([o, temperature] { ExitOnError(RunSpeculative(*o, *temperature)); });
+  auto workload = std::make_shared<std::string>("random");
+  speculative->add_option("--workload", *workload,
+                          "random: random prompts; retell: summarization-style, the model's own document of about "
+                          "--input-len tokens then its opening again, so the output copies from the prompt")
+      ->check(CLI::IsMember({"random", "retell"}))
+      ->capture_default_str();
+  speculative->callback([o, temperature, workload] { ExitOnError(RunSpeculative(*o, *temperature, *workload)); });
   auto* kv_dtype = bench->add_subcommand(
       "kv-cache-dtype", "KV cache in f32, bf16 and int8: bytes per token, logit error against f32, top-1 agreement, decode tokens/s");
   AddModelOptions(kv_dtype, *o);

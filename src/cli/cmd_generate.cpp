@@ -1,4 +1,5 @@
-// `parallm generate`: continues a prompt with one sequence and reports prefill/decode speed;
+// `parallm generate`: continues a prompt with one sequence and reports prefill/decode speed (with drafts, through the
+// engine that verifies them);
 // `parallm logits`: writes the logits of every prompt position as .npy (for checks against references).
 #include <chrono>
 #include <cstdio>
@@ -9,6 +10,8 @@
 #include "cli/commands.h"
 #include "cli/kv_cache_dtype_option.h"
 #include "cli/model_options.h"
+#include "cli/speculative_option.h"
+#include "engine/llm.h"
 #include "engine/sampler.h"
 #include "engine/single_sequence.h"
 #include "formats/llama2c.h"
@@ -33,6 +36,7 @@ struct GenerateOptions {
   bool json = false;
   bool ignore_eos = false;
   KvDtype kv_cache_dtype = KvDtype::kF32;
+  SpeculativeConfig speculative;  // generate: drafts (prompt lookup or a draft model) through the engine
 };
 
 using Clock = std::chrono::steady_clock;
@@ -89,9 +93,6 @@ int RunGenerate(const GenerateOptions& o) {
     return Fail(fmt::format("prompt ({} tokens) + max tokens ({}) exceed the model's context of {} tokens; "
                             "--max-model-len {} serves more",
                             prompt.size(), o.max_tokens, context, prompt.size() + o.max_tokens));
-  ThreadPool pool(o.threads);
-  SingleSequence seq(model, static_cast<int>(prompt.size()) + o.max_tokens, &pool, o.kv_cache_dtype);
-  seq.SetAdapter(session->adapter.get());
   SamplingParams params;
   params.temperature = o.temperature;
   params.top_k = o.top_k;
@@ -99,34 +100,75 @@ int RunGenerate(const GenerateOptions& o) {
   params.seed = o.seed;
   params.has_seed = true;
   if (Status st = params.Validate(model.config().vocab); !st.ok()) return Fail(st.message());
-  Sampler sampler(params);
   const int32_t eos = o.ignore_eos ? -1 : session->eos;
 
-  auto t0 = Clock::now();
-  std::vector<float> logits = seq.Append(prompt);
-  auto t1 = Clock::now();
   std::vector<int32_t> out;
   std::string finish = "length";
-  while (static_cast<int>(out.size()) < o.max_tokens) {
-    int32_t next = sampler.Sample(logits, prompt, out).token;
-    if (next == eos) {
-      finish = "stop";
-      break;
+  double prefill_s = 0, decode_s = 0;
+  int threads = 0;
+  std::unique_ptr<LLM> llm;  // with drafts: the engine runs the one request (verification needs its batched step)
+  if (o.speculative.enabled()) {
+    EngineConfig config;
+    const int32_t tokens = static_cast<int32_t>(prompt.size()) + o.max_tokens + o.speculative.num_speculative_tokens;
+    config.block_size = 16;
+    config.num_kv_blocks = tokens / config.block_size + 2;
+    config.kv_cache_dtype = o.kv_cache_dtype;
+    config.threads = o.threads;
+    config.enable_prefix_caching = false;
+    config.scheduler.max_num_seqs = 1;
+    config.scheduler.max_num_batched_tokens = std::max<int32_t>(512, tokens);  // the prompt in one pass, as below
+    config.scheduler.max_model_len = context;
+    config.scheduler.speculative = o.speculative;
+    if (Status st = LoadDraftModelFor(model, &config); !st.ok()) return Fail(st.message());
+    llm = std::make_unique<LLM>(std::move(session->model), config);
+    SamplingParams p = params;
+    p.max_tokens = o.max_tokens;
+    p.ignore_eos = true;  // generate's own end-of-sequence token ends it, as without drafts
+    if (eos >= 0) p.stop_token_ids = {eos};
+    auto done = llm->Generate({prompt}, {p}, nullptr, {session->adapter});
+    if (!done.ok()) return Fail(done.status().message());
+    const Choice& c = (*done)[0].choices[0];
+    out = c.ids;
+    finish = c.finish_reason == FinishReason::kStop ? "stop" : "length";
+    prefill_s = c.ttft_seconds;
+    decode_s = c.total_seconds - c.ttft_seconds;
+    threads = llm->engine().config().threads;
+    const Scheduler::SpecStats& spec = llm->engine().scheduler().spec_stats();
+    std::fprintf(stderr, "speculative decoding: %lld of %lld draft tokens accepted (%.1f%%)\n",
+                 static_cast<long long>(spec.num_accepted_tokens), static_cast<long long>(spec.num_draft_tokens),
+                 spec.num_draft_tokens > 0 ? 100.0 * static_cast<double>(spec.num_accepted_tokens) / spec.num_draft_tokens : 0.0);
+  } else {
+    ThreadPool pool(o.threads);
+    SingleSequence seq(model, static_cast<int>(prompt.size()) + o.max_tokens, &pool, o.kv_cache_dtype);
+    seq.SetAdapter(session->adapter.get());
+    Sampler sampler(params);
+    auto t0 = Clock::now();
+    std::vector<float> logits = seq.Append(prompt);
+    auto t1 = Clock::now();
+    while (static_cast<int>(out.size()) < o.max_tokens) {
+      int32_t next = sampler.Sample(logits, prompt, out).token;
+      if (next == eos) {
+        finish = "stop";
+        break;
+      }
+      out.push_back(next);
+      if (static_cast<int>(out.size()) == o.max_tokens) break;
+      logits = seq.Append(std::span<const int32_t>(&out.back(), 1));
     }
-    out.push_back(next);
-    if (static_cast<int>(out.size()) == o.max_tokens) break;
-    logits = seq.Append(std::span<const int32_t>(&out.back(), 1));
+    auto t2 = Clock::now();
+    prefill_s = Seconds(t0, t1);
+    decode_s = Seconds(t1, t2);
+    threads = pool.num_threads();
   }
-  auto t2 = Clock::now();
-  const double prefill_s = Seconds(t0, t1), decode_s = Seconds(t1, t2);
+  const Model& loaded = llm ? llm->model() : model;
   // The first generated token comes from the prefill; each later one costs one decode step.
   const int decode_steps = std::max<int>(0, static_cast<int>(out.size()) - 1);
   const double prefill_tps = prompt.size() / std::max(prefill_s, 1e-9);
   const double decode_tps = decode_steps / std::max(decode_s, 1e-9);
-  const bool has_text = session->text.has_tokenizer() || session->model->loaded().vocab.has_value();
+  const bool has_text = session->text.has_tokenizer() || loaded.loaded().vocab.has_value();
   std::string text = session->text.has_tokenizer()
                          ? session->text.Decode(out)
-                         : (session->model->loaded().vocab ? session->model->loaded().vocab->Decode(out) : "");
+                         : (loaded.loaded().vocab ? loaded.loaded().vocab->Decode(out) : "");
   if (o.json) {
     boost::json::object j;
     boost::json::array ids;
@@ -140,7 +182,7 @@ int RunGenerate(const GenerateOptions& o) {
     j["decode_seconds"] = decode_s;
     j["prefill_tokens_per_second"] = prefill_tps;
     j["decode_tokens_per_second"] = decode_tps;
-    j["threads"] = pool.num_threads();
+    j["threads"] = threads;
     std::printf("%s\n", boost::json::serialize(j).c_str());
   } else {
     if (has_text) {
@@ -151,7 +193,7 @@ int RunGenerate(const GenerateOptions& o) {
       std::printf("%s\n", ids.c_str());
     }
     std::fprintf(stderr, "prefill: %zu tokens in %.3f s (%.1f tokens/s); decode: %d tokens in %.3f s (%.1f tokens/s); %d threads\n",
-                 prompt.size(), prefill_s, prefill_tps, decode_steps, decode_s, decode_tps, pool.num_threads());
+                 prompt.size(), prefill_s, prefill_tps, decode_steps, decode_s, decode_tps, threads);
   }
   return 0;
 }
@@ -210,6 +252,7 @@ void AddGenerateCommands(CLI::App& app) {
   gen->add_option("--seed", g->seed, "Random seed for sampling")->capture_default_str();
   gen->add_flag("--ignore-eos", g->ignore_eos, "Keep generating after the end-of-sequence token");
   gen->add_flag("--json", g->json, "Print one JSON object: ids, text, prompt_tokens, timings");
+  AddSpeculativeOption(gen, &g->speculative);
   gen->callback([g] { ExitOnError(RunGenerate(*g)); });
 
   auto l = std::make_shared<GenerateOptions>();

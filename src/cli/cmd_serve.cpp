@@ -116,7 +116,9 @@ void AddServeCommand(CLI::App& app) {
           return Err("--lora-modules {}: expected NAME=PATH", module);
         PARALLM_RETURN_IF_ERROR(served.loras->Add(module.substr(0, eq), module.substr(eq + 1)));
       }
-      served.engine = std::make_shared<AsyncEngine>(std::move(model), m->engine, shared_text->shared_tokenizer(), m->async);
+      EngineConfig engine_config = m->engine;
+      PARALLM_RETURN_IF_ERROR(LoadDraftModelFor(*model, &engine_config));
+      served.engine = std::make_shared<AsyncEngine>(std::move(model), engine_config, shared_text->shared_tokenizer(), m->async);
       served.text = std::move(shared_text);
       return served;
     }));

@@ -24,6 +24,7 @@ EngineConfig Engine::Resolve(const Model& model, EngineConfig c) {
     if (c.scheduler.speculative.enabled())
       std::fprintf(stderr, "speculative decoding is off: a hybrid model's recurrent state cannot drop rejected drafts\n");
     c.scheduler.speculative = SpeculativeConfig{};
+    c.draft_model = nullptr;
     if (c.num_state_slots <= 0) c.num_state_slots = c.scheduler.max_num_seqs;
   } else {
     c.num_state_slots = 0;
@@ -43,6 +44,29 @@ Engine::Engine(Model& model, const EngineConfig& config)
       scheduler_(config_.scheduler, &kv_manager_),
       runner_(model, kv_storage_, kv_manager_, &pool_, state_storage_.get()) {
   eos_tokens_ = model.loaded().eos_ids;
+  if (config_.scheduler.speculative.uses_draft_model()) {
+    PARALLM_CHECK_MSG(config_.draft_model != nullptr, "a draft-model speculative config needs its model loaded "
+                      "(LoadDraftModelFor) before the engine starts");
+    const Status ok = CheckDraftModel(*config_.draft_model, model);
+    PARALLM_CHECK_MSG(ok.ok(), ok.message().c_str());
+    drafter_ = std::make_unique<DraftModel>(config_.draft_model, config_.num_kv_blocks, config_.block_size,
+                                            config_.kv_cache_dtype, config_.scheduler.max_num_batched_tokens, &pool_);
+  }
+}
+
+Status LoadDraftModelFor(const Model& target, EngineConfig* config) {
+  if (!config->scheduler.speculative.uses_draft_model() || config->draft_model != nullptr) return Status::Ok();
+  PARALLM_ASSIGN_OR_RETURN(config->draft_model, LoadDraftModel(config->scheduler.speculative, target));
+  return Status::Ok();
+}
+
+void Engine::ProposeWithDraftModel() {
+  std::vector<std::pair<Request*, int32_t>> candidates = scheduler_.DraftCandidates();
+  if (candidates.empty()) return;
+  std::vector<DraftModel::Task> tasks;
+  tasks.reserve(candidates.size());
+  for (auto& [r, room] : candidates) tasks.push_back({r->id, r->tokens, room, &r->model_draft});
+  drafter_->Propose(tasks);
 }
 
 Status Engine::Validate(std::span<const int32_t> prompt, const SamplingParams& params) const {
@@ -140,6 +164,7 @@ std::vector<SampleResult> Engine::SampleWithDraft(Request& r, std::span<float> r
 }
 
 std::vector<RequestOutput> Engine::Step() {
+  if (drafter_ != nullptr) ProposeWithDraftModel();
   const SchedulerOutput out = scheduler_.Schedule();
   std::vector<std::vector<SampleResult>> sampled;
   std::vector<RequestOutput> outputs;
@@ -187,6 +212,10 @@ std::vector<RequestOutput> Engine::Step() {
     }
   }
   std::vector<std::unique_ptr<Request>> finished = scheduler_.Update(out, sampled);
+  if (drafter_ != nullptr) {  // the draft's cache holds running requests only
+    for (RequestId id : out.preempted) drafter_->Free(id);
+    for (const auto& r : finished) drafter_->Free(r->id);
+  }
   // The output is what the requests gained: a stop token is not part of it (OpenAI and vLLM leave it out), nor
   // are tokens sampled after it in the same step. Requests that finished are still alive in `finished`.
   for (const Gain& g : gains) {

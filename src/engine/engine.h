@@ -9,6 +9,7 @@
 
 #include "cache/kv_cache_manager.h"
 #include "cache/kv_storage.h"
+#include "engine/draft_model.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
@@ -25,8 +26,15 @@ struct EngineConfig {
   // max_num_seqs makes the state memory the limit on admission.
   int32_t num_state_slots = 0;
   SchedulerConfig scheduler;
+  // The draft model when scheduler.speculative uses one (LoadDraftModel loads it from the config's path). Its KV
+  // cache has as many blocks as the target's (it holds the same requests' tokens), of its own, smaller, size.
+  std::shared_ptr<Model> draft_model;
   int threads = 0;                // 0: all cores
 };
+
+// Loads the draft model that `config->scheduler.speculative` names, when it names one and none is loaded yet,
+// checked against `target` (LoadDraftModel).
+Status LoadDraftModelFor(const Model& target, EngineConfig* config);
 
 // What a step did to one request: tokens it gained, and whether it is done.
 struct RequestOutput {
@@ -64,6 +72,8 @@ class Engine {
   const Model& model() const { return model_; }
   // Hybrid models: the recurrent-state storage (nullptr otherwise).
   const SsmStateStorage* state_storage() const { return state_storage_.get(); }
+  // The draft model's proposer (nullptr without one).
+  const DraftModel* draft_model() const { return drafter_.get(); }
   void CheckIntegrity() const { scheduler_.CheckIntegrity(); }
 
  private:
@@ -72,6 +82,8 @@ class Engine {
   // accepted draft tokens and the token after them.
   std::vector<SampleResult> SampleWithDraft(Request& r, std::span<float> rows, int32_t num_draft);
   // n > 1: forks copies 1..n-1 of `parent`, whose prompt was just computed; `logits` is its row.
+  // With a draft model: the proposals of the requests that decode this step, before Schedule takes them.
+  void ProposeWithDraftModel();
   void ForkCopies(const ScheduledRequest& parent, std::span<const float> logits, std::vector<RequestOutput>* outputs);
 
   Model& model_;
@@ -82,6 +94,7 @@ class Engine {
   KVCacheManager kv_manager_;
   Scheduler scheduler_;
   ModelRunner runner_;
+  std::unique_ptr<DraftModel> drafter_;  // with a draft model only
   RequestId next_id_ = 1;
   std::vector<int32_t> eos_tokens_;  // the model's end-of-generation tokens (LoadedModel::eos_ids)
 };

@@ -9,8 +9,9 @@
 
 namespace parallm {
 
-Result<std::unique_ptr<LLM>> LLM::Load(const std::string& path, const EngineConfig& config) {
+Result<std::unique_ptr<LLM>> LLM::Load(const std::string& path, EngineConfig config) {
   PARALLM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelSpec(path));
+  PARALLM_RETURN_IF_ERROR(LoadDraftModelFor(*model, &config));
   return std::make_unique<LLM>(std::move(model), config);
 }
 

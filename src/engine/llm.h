@@ -43,7 +43,9 @@ struct StreamEvent {
 
 class LLM {
  public:
-  static Result<std::unique_ptr<LLM>> Load(const std::string& path, const EngineConfig& config);
+  // Loads the model, and the draft model a speculative config names (LoadDraftModelFor).
+  static Result<std::unique_ptr<LLM>> Load(const std::string& path, EngineConfig config);
+  // `config.draft_model` must be loaded already when the speculative config uses one.
   LLM(std::unique_ptr<Model> model, const EngineConfig& config);
 
   // Runs every prompt (one SamplingParams each, or one for all) to completion, batched; `adapters` (empty, one for

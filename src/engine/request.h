@@ -54,6 +54,8 @@ struct Request {
   // Speculative decoding: this step's draft (tokens after the last one, proposed by the scheduler and computed
   // with it), and the totals of drafted and accepted tokens.
   std::vector<int32_t> draft_tokens;
+  // With a draft model: its proposal for the next step, made before Schedule (which takes what fits from it).
+  std::vector<int32_t> model_draft;
   int64_t num_draft_tokens = 0;
   int64_t num_accepted_tokens = 0;
   // Structured output (params.grammar): where the output stands in its grammar, the step's mask buffer, and

@@ -54,6 +54,7 @@ void Scheduler::Preempt(Request* r) {
   kv_->Free(r->id);
   r->num_computed_tokens = 0;
   r->draft_tokens.clear();
+  r->model_draft.clear();
   r->status = RequestStatus::kPreempted;
   r->num_preemptions++;
   num_preemptions_++;
@@ -75,9 +76,7 @@ void Scheduler::Finish(Request* r, FinishReason reason) {
 SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput out;
   int32_t budget = config_.max_num_batched_tokens;
-  const SpeculativeConfig& spec = config_.speculative;
-  const bool drafting = spec.enabled() && (spec.disable_by_batch_size == 0 ||
-                                           static_cast<int32_t>(running_.size()) <= spec.disable_by_batch_size);
+  const bool drafting = Drafting();
 
   // Running requests first: decodes, and prompts whose prefill continues in chunks.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
@@ -86,6 +85,7 @@ SchedulerOutput Scheduler::Schedule() {
     PARALLM_CHECK(num_new > 0);
     r->draft_tokens.clear();
     if (drafting && r->num_tokens() - r->num_computed_tokens == 1) r->draft_tokens = ProposeDraft(*r, budget - 1);
+    r->model_draft.clear();
     bool self_preempted = false;
     while (!kv_->AllocateSlots(r->id, r->num_computed_tokens, num_new + static_cast<int32_t>(r->draft_tokens.size()))) {
       if (!r->draft_tokens.empty()) {  // a draft never preempts anyone: the step goes without it
@@ -145,11 +145,33 @@ SchedulerOutput Scheduler::Schedule() {
   return out;
 }
 
-std::vector<int32_t> Scheduler::ProposeDraft(const Request& r, int32_t budget) const {
+bool Scheduler::Drafting() const {
+  const SpeculativeConfig& spec = config_.speculative;
+  return spec.enabled() &&
+         (spec.disable_by_batch_size == 0 || static_cast<int32_t>(running_.size()) <= spec.disable_by_batch_size);
+}
+
+int32_t Scheduler::DraftRoom(const Request& r, int32_t budget) const {
   // Every drafted token may be accepted and one more sampled after them: none may pass max_tokens or the context.
-  const int32_t room = std::min({config_.speculative.num_speculative_tokens, budget,
-                                 r.params.max_tokens - r.num_output_tokens() - 1,
-                                 config_.max_model_len - r.num_tokens() - 1});
+  return std::min({config_.speculative.num_speculative_tokens, budget, r.params.max_tokens - r.num_output_tokens() - 1,
+                   config_.max_model_len - r.num_tokens() - 1});
+}
+
+std::vector<std::pair<Request*, int32_t>> Scheduler::DraftCandidates() const {
+  std::vector<std::pair<Request*, int32_t>> out;
+  if (!Drafting()) return out;
+  for (Request* r : running_)
+    if (r->num_tokens() - r->num_computed_tokens == 1)
+      if (const int32_t room = DraftRoom(*r, config_.max_num_batched_tokens - 1); room > 0) out.emplace_back(r, room);
+  return out;
+}
+
+std::vector<int32_t> Scheduler::ProposeDraft(const Request& r, int32_t budget) const {
+  const int32_t room = DraftRoom(r, budget);
+  if (config_.speculative.method == SpeculativeConfig::Method::kDraftModel) {
+    const size_t n = static_cast<size_t>(std::clamp<int32_t>(room, 0, static_cast<int32_t>(r.model_draft.size())));
+    return std::vector<int32_t>(r.model_draft.begin(), r.model_draft.begin() + static_cast<std::ptrdiff_t>(n));
+  }
   return ProposeNgramDraft(r.tokens, config_.speculative, room);
 }
 

@@ -21,7 +21,7 @@ struct SchedulerConfig {
   int32_t max_num_seqs = 64;             // requests running at once
   int32_t max_num_batched_tokens = 512;  // tokens per step (prefill chunks + decodes)
   int32_t max_model_len = 4096;          // prompt + output limit per request
-  SpeculativeConfig speculative;         // prompt-lookup drafts for decoding requests (off by default)
+  SpeculativeConfig speculative;         // drafts for decoding requests (off by default)
   // vLLM's max_loras: distinct LoRA adapters among the running requests (so in any one step) at most this many;
   // a waiting request for another adapter waits until one of them has no running request. 0: no limit.
   int32_t max_loras = 0;
@@ -63,6 +63,11 @@ class Scheduler {
   // Whether one more request may run now (max_num_seqs).
   bool HasRoomToRun() const { return static_cast<int32_t>(running_.size()) < config_.max_num_seqs; }
 
+  // With a draft model: the running requests that decode next step and may draft (none when drafting is off this
+  // step, disable_by_batch_size), each with how many tokens it may draft. The engine fills their model_draft
+  // before Schedule.
+  std::vector<std::pair<Request*, int32_t>> DraftCandidates() const;
+
   SchedulerOutput Schedule();
   // After the step ran: advances num_computed_tokens, caches full blocks, appends sampled tokens
   // (`sampled[i]` belongs to the i-th scheduled request that samples: one token, or with a draft the accepted
@@ -95,7 +100,12 @@ class Scheduler {
   void Preempt(Request* r);
   void Finish(Request* r, FinishReason reason);
   bool StopsAfter(const Request& r) const;
-  // The draft for a decoding request, at most `budget` tokens and never past its max_tokens or the context.
+  // Whether decoding requests draft this step (speculation on, and not over disable_by_batch_size requests).
+  bool Drafting() const;
+  // How many tokens a decoding request may draft: at most `budget`, and never past its max_tokens or the context.
+  int32_t DraftRoom(const Request& r, int32_t budget) const;
+  // The draft for a decoding request, at most `budget` tokens and never past its max_tokens or the context: by
+  // prompt lookup, or what fits of the draft model's proposal.
   std::vector<int32_t> ProposeDraft(const Request& r, int32_t budget) const;
   // Appends a sampled token and finishes the request if it stops; returns whether it finished.
   bool AppendToken(Request* r, const SampleResult& result);

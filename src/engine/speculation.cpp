@@ -2,6 +2,7 @@
 #include "engine/speculation.h"
 
 #include <algorithm>
+#include <string>
 
 #include <boost/json.hpp>
 
@@ -25,15 +26,12 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json) {
                "4}}'");
   SpeculativeConfig config;
   config.num_speculative_tokens = -1;
-  bool has_method = false;
+  std::string method, model;
   for (const auto& [key, value] : v.as_object()) {
     if (key == "method" || key == "model") {
-      // vLLM names the drafter "method": "ngram" (or "[ngram]" as "model" in its older form).
-      const std::string name = value.is_string() ? std::string(value.as_string()) : "";
-      if (name != "ngram" && name != "[ngram]")
-        return Err("{} \"{}\" is not available: parallm drafts by prompt lookup, \"method\": "
-                   "\"ngram\"", std::string(key), name);
-      has_method = true;
+      if (!value.is_string() || value.as_string().empty())
+        return Err("\"{}\" must be a non-empty string", std::string(key));
+      (key == "method" ? method : model) = std::string(value.as_string());
       continue;
     }
     int32_t* field = key == "num_speculative_tokens" ? &config.num_speculative_tokens
@@ -42,12 +40,31 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json) {
                      : key == "disable_by_batch_size" ? &config.disable_by_batch_size
                                                       : nullptr;
     if (field == nullptr)
-      return Err("unknown field \"{}\" (known: method, num_speculative_tokens, "
+      return Err("unknown field \"{}\" (known: method, model, num_speculative_tokens, "
                  "prompt_lookup_max, prompt_lookup_min, disable_by_batch_size)", std::string(key));
     if (!value.is_int64()) return Err("\"{}\" must be an integer", std::string(key));
     *field = static_cast<int32_t>(value.as_int64());
   }
-  if (!has_method) return Err("\"method\" is required (\"ngram\")");
+  // vLLM names prompt lookup "method": "ngram" (or "model": "[ngram]" in its older form); a "model" that is a path
+  // or a synthetic spec is a draft model, with "method": "draft_model" or no method at all.
+  if (model == "[ngram]") {
+    if (!method.empty() && method != "ngram") return Err("\"model\": \"[ngram]\" is prompt lookup, not \"{}\"", method);
+    method = "ngram";
+    model.clear();
+  }
+  if (method.empty() && !model.empty()) method = "draft_model";
+  if (method.empty()) return Err("\"method\" is required (\"ngram\"), or \"model\" (a draft model)");
+  if (method == "ngram") {
+    if (!model.empty()) return Err("\"method\": \"ngram\" drafts by prompt lookup and takes no \"model\"");
+    config.method = SpeculativeConfig::Method::kNgram;
+  } else if (method == "draft_model") {
+    if (model.empty()) return Err("\"method\": \"draft_model\" needs \"model\": the draft model's path");
+    config.method = SpeculativeConfig::Method::kDraftModel;
+    config.model = model;
+  } else {
+    return Err("method \"{}\" is not available: parallm drafts by prompt lookup (\"method\": \"ngram\") or with a "
+               "draft model (\"model\": PATH)", method);
+  }
   if (config.num_speculative_tokens < 0) return Err("\"num_speculative_tokens\" is required");
   if (Status s = config.Validate(); !s.ok()) return s;
   return config;

@@ -1,6 +1,7 @@
-// Speculation: prompt-lookup (n-gram) drafting for speculative decoding. A decoding request whose last tokens
-// occurred earlier in its own context proposes the tokens that followed them there; the engine computes the draft
-// in the same step as the request's next token and keeps the longest prefix its sampler agrees with.
+// Speculation: the configuration of speculative decoding, and prompt-lookup (n-gram) drafting. A decoding request
+// drafts tokens, by prompt lookup (its last tokens occurred earlier in its own context: the tokens that followed them
+// there) or from a smaller draft model (engine/draft_model.h); the engine computes the draft in the same step as the
+// request's next token and keeps the longest prefix its sampler agrees with.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +13,13 @@
 
 namespace parallm {
 
-// vLLM's --speculative-config, method "ngram" (prompt lookup). num_speculative_tokens = 0 turns it off.
+// vLLM's --speculative-config: method "ngram" (prompt lookup) or "draft_model". num_speculative_tokens = 0 turns it
+// off.
 struct SpeculativeConfig {
+  enum class Method { kNgram, kDraftModel };
+  Method method = Method::kNgram;
+  // kDraftModel: the draft model's file, folder or synthetic spec (loaded by LoadDraftModel, engine/draft_model.h).
+  std::string model;
   int32_t num_speculative_tokens = 0;  // draft tokens per step at most
   int32_t prompt_lookup_min = 1;       // the shortest suffix n-gram matched
   int32_t prompt_lookup_max = 3;       // the longest, tried first
@@ -22,13 +28,15 @@ struct SpeculativeConfig {
   int32_t disable_by_batch_size = 0;
 
   bool enabled() const { return num_speculative_tokens > 0; }
+  bool uses_draft_model() const { return enabled() && method == Method::kDraftModel; }
   // Ranges, with errors naming the field.
   Status Validate() const;
 };
 
 // Parses vLLM's speculative config JSON: {"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_max": N,
-// "prompt_lookup_min": M, "disable_by_batch_size": B}. Errors name the field; unknown fields and other methods are
-// refused.
+// "prompt_lookup_min": M, "disable_by_batch_size": B}, or {"model": PATH, "num_speculative_tokens": K} for a draft
+// model ("method": "draft_model" may be given; "model": "[ngram]" is vLLM's older spelling of prompt lookup). Errors
+// name the field; unknown fields and other methods are refused.
 Result<SpeculativeConfig> ParseSpeculativeConfig(const std::string& json);
 
 // Up to `max_tokens` draft tokens for a request whose tokens so far are `tokens`: for n from prompt_lookup_max

@@ -49,6 +49,23 @@ def main():
             assert rec["usage"]["completion_tokens"] == len(solo["ids"])
             assert rec["usage"]["prompt_tokens"] == len(q["prompt_ids"])
             assert rec["finish_reason"] == "length"
+        # Drafts from a draft model (the model drafting for itself) change the work, not the tokens: in batch and in
+        # generate.
+        spec_out = tmp / "spec.jsonl"
+        r = run(binary, "batch", "-m", str(model), "--input", str(inp), "--output", str(spec_out), "--max-num-seqs", "8",
+                "--speculative-model", str(model), "--num-speculative-tokens", "3")
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        spec = [json.loads(line) for line in spec_out.read_text().splitlines()]
+        assert len(spec) == len(results)
+        for rec in spec:
+            assert rec.get("token_ids") == results[rec["id"]].get("token_ids"), rec["id"]
+        q = requests[0]
+        g = run(binary, "generate", "-m", str(model), "--prompt-ids", ",".join(map(str, q["prompt_ids"])),
+                "-n", str(q["max_tokens"]), "--ignore-eos", "--json", "--speculative-model", str(model),
+                "--num-speculative-tokens", "3")
+        assert g.returncode == 0, g.stderr
+        assert json.loads(g.stdout)["ids"] == results[q["id"]]["token_ids"]
+        assert "draft tokens accepted" in g.stderr, g.stderr
         # Resume: drop the last 3 results and cut the one before in half, as an interruption would.
         kept = [l for l in out.read_text().splitlines() if '"error"' not in l]
         out.write_text("\n".join(kept[:-4]) + "\n" + kept[-4][: len(kept[-4]) // 2])  # no final newline

@@ -44,6 +44,10 @@ def main():
             (["make-model", "--format", "mlx", "--bits", "7", "-o", str(tmp / "x")], "bits"),
             (["make-model", "--preset", "qwen3-0.6b", "--arch", "llama", "-o", str(tmp / "x.gguf")], "only 'tiny'"),
             (["convert", str(fixtures / "models/stories260K/stories260K.bin"), "-o", str(tmp / "s.gguf")], "--tokenizer"),
+            (["bench", "-m", str(tiny), "--speculative-model", str(fixtures / "models/llama-2-tiny-random/llama-2-tiny-random.gguf"),
+              "--num-speculative-tokens", "2"], "must share the target's vocabulary"),
+            (["bench", "-m", str(tiny), "--speculative-config", '{"model": "%s", "num_speculative_tokens": 2}'
+              % (tmp / "no-draft.gguf")], "speculative draft model"),
         ]
         for args, fragment in cases:
             r = run(binary, *args)
@@ -60,6 +64,9 @@ def main():
               '"prompt_lookup_min": 3, "prompt_lookup_max": 2}'], "prompt_lookup_max"),
             (["bench", "-m", str(tiny), "--speculative-config", '{"method": "ngram", "k": 2}'], "unknown field"),
             (["bench", "-m", str(tiny), "--speculative-config", "4"], "JSON object"),
+            (["bench", "-m", str(tiny), "--speculative-model", str(tiny)], "requires --num-speculative-tokens"),
+            (["serve", "-m", str(tiny), "--speculative-config", '{"method": "draft_model", "num_speculative_tokens": 2}'],
+             "needs \"model\""),
             (["serve", "-m", str(tiny), "--kv-cache-dtype", "fp8"], "int8"),
             (["generate", "-m", str(tiny), "--kv-cache-dtype", "f16"], "not one of auto, bf16"),
         ]

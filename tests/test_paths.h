@@ -3,7 +3,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <string>
+#include <vector>
 #include <unistd.h>
 
 namespace parallm::testing {
@@ -15,11 +17,23 @@ inline std::string FixturePath(const std::string& relative) {
   return root + "/" + relative;
 }
 
-// A fresh empty folder under the system temp dir, unique to this process and `name`.
+// A fresh empty folder under the system temp dir, unique to this process and `name`; removed when the test
+// process exits normally (a crashed test leaves its files for a look).
 inline std::string ScratchDir(const std::string& name) {
+  struct Created {
+    std::mutex mu;
+    std::vector<std::filesystem::path> dirs;
+    ~Created() {
+      std::error_code ec;
+      for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+    }
+  };
+  static Created created;
   auto dir = std::filesystem::temp_directory_path() / ("parallm-test-" + std::to_string(::getpid()) + "-" + name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  std::lock_guard<std::mutex> lock(created.mu);
+  created.dirs.push_back(dir);
   return dir.string();
 }
 

@@ -156,7 +156,7 @@ ModelWriter::ModelWriter(const ModelConfig& config, RopeStyle source_rope_style,
   const ArchSpec& spec = SpecFor(config.arch);
   target_rope_ = options.format == ModelFormat::kGguf ? spec.gguf_rope_style : RopeStyle::kHalf;
   if (options_.format != ModelFormat::kGguf) return;
-  const std::string arch(spec.gguf_architecture);
+  const std::string arch = GgufArchitectureFor(config);
   const std::string p = arch + ".";
   gguf_.Set("general.architecture", GgufValue::String(arch));
   gguf_.Set("general.name", GgufValue::String(options.name));
@@ -207,8 +207,11 @@ MlxAffineParams ModelWriter::MlxParamsFor(const std::string& name) const {
 }
 
 Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std::vector<float> values) {
-  if (config_.hybrid() && options_.format == ModelFormat::kGguf)
-    return Err("nemotron_h models can be written as Hugging Face or MLX folders only (GGUF is not supported yet)");
+  if (config_.hybrid() && options_.format == ModelFormat::kGguf && config_.layer_pattern.find('-') != std::string::npos &&
+      config_.layer_pattern.find('E') != std::string::npos)
+    return Err("pattern {}: llama.cpp's nemotron_h GGUF holds MLP layers (-) or experts (E), not both (its layer "
+               "arrays cannot tell them apart); give a --pattern with one of them",
+               config_.layer_pattern);
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   if (n != static_cast<int64_t>(values.size()))
@@ -226,6 +229,11 @@ Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std
   }
   if (options_.format != ModelFormat::kGguf && name.find(".ffn_gate_inp_shexp.") != std::string::npos && shape.size() == 1)
     shape = {1, shape[0]};  // Hugging Face's shared_expert_gate is a Linear(hidden, 1)
+  if (config_.hybrid() && options_.format == ModelFormat::kGguf) {
+    // llama.cpp's shapes: A and D as [heads, 1], the gated norm's weight as [groups, inner / groups].
+    if (EndsWith(name, ".ssm_a") || EndsWith(name, ".ssm_d")) shape = {n, 1};
+    if (EndsWith(name, ".ssm_norm.weight")) shape = {config_.ssm_groups, n / config_.ssm_groups};
+  }
   const bool matrix = shape.size() >= 2;  // 3-D: experts stacked, [n_experts * rows, cols] as far as types go
   const int64_t cols = shape.back(), rows = matrix ? n / cols : 1;
   if (IsRopeProjection(name)) {
@@ -235,9 +243,12 @@ Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std
     values = PermuteRopeRows(values, matrix ? rows : n, matrix ? cols : 1, heads, source_rope_, target_rope_);
   }
   if (options_.format == ModelFormat::kGguf) {
-    // The router stays f32, as llama.cpp's quantizer leaves ffn_gate_inp.
+    // The router stays f32, as llama.cpp's quantizer leaves ffn_gate_inp; so do the Mamba-2 conv filter, A, D and
+    // the gated norm (its quantizer skips ssm_conv1d and *_norm.weight; A and D are not weights to it).
     const bool router = name.find(".ffn_gate_inp.") != std::string::npos;
-    DType type = matrix && !router ? GgufTypeFor(name, cols) : DType::kF32;
+    const bool ssm_small = name.find(".ssm_") != std::string::npos && !EndsWith(name, ".ssm_in.weight") &&
+                           !EndsWith(name, ".ssm_out.weight");
+    DType type = matrix && !router && !ssm_small ? GgufTypeFor(name, cols) : DType::kF32;
     auto bytes = Quantize(type, values, rows, cols);
     return gguf_.AddTensor(name, type, std::move(shape), std::move(*bytes));
   }

@@ -133,6 +133,14 @@ Status ReadGgufNemotronH(const GgufFile& file, const std::string& p, const std::
   };
   PARALLM_ASSIGN_OR_RETURN(std::vector<int> ffn, LayerArray(file, p + "feed_forward_length", c.n_layers, path));
   PARALLM_ASSIGN_OR_RETURN(std::vector<int> kv, LayerArray(file, p + "attention.head_count_kv", c.n_layers, path));
+  // Newer converters append the multi-token-prediction head as extra blocks (nextn_predict_layers); parallm runs the
+  // trunk and leaves the head's tensors unread.
+  if (const int64_t nextn = file.GetInt(p + "nextn_predict_layers").value_or(0); nextn > 0) {
+    if (nextn >= c.n_layers) return Err("{}: '{}nextn_predict_layers' = {} leaves no layer", path, p, nextn);
+    c.n_layers -= static_cast<int>(nextn);
+    ffn.resize(static_cast<size_t>(c.n_layers));
+    kv.resize(static_cast<size_t>(c.n_layers));
+  }
   PARALLM_ASSIGN_OR_RETURN(c.n_experts, get("expert_count", 0));
   const bool experts = c.n_experts > 0;
   c.layer_pattern.clear();

@@ -151,6 +151,26 @@ TEST(NemotronH, GgufAsLlamaCppWritesIt) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("feed_forward_length"), std::string::npos) << bad.status().message();
 
+  // A multi-token-prediction head appended as an extra block (nextn_predict_layers 1): the trunk loads without it.
+  GgufWriter mtp;
+  for (const auto& [key, value] : file->metadata()) {
+    GgufValue v = value;
+    if (key == p + "block_count") v = GgufValue::U32(7);
+    if (key == p + "feed_forward_length") v.array.push_back(GgufValue::I32(128));
+    if (key == p + "attention.head_count_kv") v.array.push_back(GgufValue::I32(2));
+    mtp.Set(key, v);
+  }
+  mtp.Set(p + "nextn_predict_layers", GgufValue::U32(1));
+  for (const GgufTensorInfo& info : file->tensor_infos()) {
+    const TensorView* v = t.Find(info.name);
+    ASSERT_TRUE(mtp.AddTensor(info.name, v->dtype, v->shape, v->data, v->nbytes).ok());
+  }
+  const std::string with_mtp = path + ".mtp.gguf";
+  ASSERT_TRUE(mtp.Write(with_mtp).ok());
+  auto trunk = LoadModel(with_mtp);
+  ASSERT_TRUE(trunk.ok()) << trunk.status().message();
+  EXPECT_EQ(trunk->config.layer_pattern, "ME*MEM");
+
   // MLP and expert layers together cannot be told apart in llama.cpp's arrays: the writer refuses the pattern.
   auto c = PresetConfig("tiny", &o.arch);
   ASSERT_TRUE(c.ok());

@@ -79,8 +79,9 @@ decode steps through the recurrent state) equal to the reference's; and mutation
 norm over the whole width instead of per group, the norm before the gate, no correction bias, no routed scaling.
 GGUF as llama.cpp writes it: nemotron_h_moe (pattern ME*MEM) in F32, whole and in chunks of 7, at FLOAT_TOL, and
 nemotron_h (M*M-M-, no experts, so no routing flip under int8 rounding) in Q8_0 at QUANT_TOL; the reference reads
-both with its own loader (nemotron_h.load_gguf, from convert_hf_to_gguf.py and llama_model_nemotron_h), and the F32
-case proves A's encoding shows (A read as A_log must move the logits).
+both with its own loader (nemotron_h.load_gguf, from convert_hf_to_gguf.py and llama_model_nemotron_h), the F32
+file converted by `parallm convert` to an HF F32 folder gives the reference's logits at FLOAT_TOL, and the F32 case
+proves A's encoding shows (A read as A_log must move the logits).
 QUANT_TOL holds for these families too: fake_parallm.py's int8 rounding (4 archs x Q8_0 / Q4_K /
 MLX 4-bit x 5 seeds, gemma3 with 6 layers) reaches at most 0.57 of the max and 0.60 of the rms bound,
 argmax >= 10/12.
@@ -639,6 +640,17 @@ def check_nemotron_gguf(r, wanted):
             except Exception as e:  # noqa: BLE001
                 r.report(arch, what, error=f"error: {e}")
         if s.tol is FLOAT_TOL:
+            what = f"{s.name} convert to hf-f32"   # parallm convert: A back to A_log, the experts one by one
+            try:
+                out = path[:-5] + "-converted-hf"
+                if os.path.isdir(out):
+                    shutil.rmtree(out)
+                r.run("convert", path, "--to", "hf", "-o", out)
+                npy = f"{out}.parallm.npy"
+                r.run("logits", "-m", out, "--prompt-ids", ids, "-o", npy)
+                r.report(arch, what, compare(ref, np.load(npy), s.tol))
+            except Exception as e:  # noqa: BLE001
+                r.report(arch, what, error=f"error: {e}")
             moved_model = forward.load_model(path)
             _nemotron_a_as_log(moved_model)
             cmp = compare(ref, forward.forward(moved_model, NEMOTRON_IDS), SENSITIVITY_TOL)

@@ -26,6 +26,8 @@ struct TinyModelOptions {
   // fraction of each head RoPE rotates (0: all).
   int longrope_original = 0;
   float partial_rotary = 0;
+  // Nemotron-H: the layers as hybrid_override_pattern spells them (empty: the tiny preset's ME*M-E).
+  std::string pattern = {};
 };
 
 // Writes the tiny model to a scratch folder; returns its path (a .gguf file or a folder).
@@ -36,6 +38,10 @@ inline std::string WriteTinyModel(const TinyModelOptions& o, const std::string& 
   if (o.layers > 0) config->n_layers = o.layers;
   if (o.ffn > 0) config->ffn = o.ffn;
   if (o.vocab > 0) config->vocab = o.vocab;
+  if (!o.pattern.empty()) {
+    config->layer_pattern = o.pattern;
+    config->n_layers = static_cast<int>(o.pattern.size());
+  }
   if (o.sliding_window >= 0) config->sliding_window = o.sliding_window;
   if (o.partial_rotary > 0) config->rotary_dim = static_cast<int>(config->head_dim * o.partial_rotary);
   if (o.longrope_original > 0) config->rope_longrope = SyntheticLongRope(*config, o.longrope_original);

@@ -17,7 +17,8 @@ size_t SsmStateShape::BytesPerSlot() const {
 }
 
 SsmStateStorage::SsmStateStorage(const SsmStateShape& shape) : shape_(shape) {
-  PARALLM_CHECK(shape.num_slots > 0 && shape.conv_floats >= 0 && shape.ssm_floats > 0);
+  // No slot at all: a budget too small for one request's state (the engine then refuses every request).
+  PARALLM_CHECK(shape.num_slots >= 0 && shape.conv_floats >= 0 && shape.ssm_floats > 0);
   conv_.resize(shape.has_state.size());
   ssm_.resize(shape.has_state.size());
   for (size_t l = 0; l < shape.has_state.size(); ++l) {

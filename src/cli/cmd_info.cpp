@@ -1,6 +1,7 @@
 // `parallm info -m MODEL`: what a model file is: format, family, shape, weight types, size.
 #include <cstdio>
 
+#include "cache/cache_budget.h"
 #include "cli/commands.h"
 #include "model/config.h"
 #include "model/loader.h"
@@ -12,7 +13,14 @@ void AddInfoCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "Describe a model: format, architecture, shape, weight types");
   auto path = std::make_shared<std::string>();
   cmd->add_option("-m,--model", *path, "Model: .gguf file, llama2.c .bin, or Hugging Face / MLX folder")->required();
-  cmd->callback([path] {
+  // The serve defaults: how that budget would be split (hybrid models: state slots and KV blocks).
+  auto kv_cache_gb = std::make_shared<double>(2.0);
+  auto max_num_seqs = std::make_shared<int>(64);
+  cmd->add_option("--kv-cache-gb", *kv_cache_gb, "Cache budget to show the split of (f32 KV, blocks of 16)")
+      ->capture_default_str();
+  cmd->add_option("--max-num-seqs", *max_num_seqs, "Requests running at once (hybrid models: state slots wanted)")
+      ->capture_default_str();
+  cmd->callback([path, kv_cache_gb, max_num_seqs] {
     auto loaded = LoadModel(*path);
     if (!loaded.ok()) throw CLI::RuntimeError(Fail(loaded.status().message()));
     const ModelConfig& c = loaded->config;
@@ -40,6 +48,10 @@ void AddInfoCommand(CLI::App& app) {
     } else {
       std::printf("  cache:    %s KV per token\n", HumanBytes(static_cast<double>(KvBytesPerToken(c))).c_str());
     }
+    const int64_t block = KvBytesPerToken(c) * 16, state = StateBytesPerSequence(c);
+    const double budget = *kv_cache_gb * (1ull << 30);
+    const CacheBudget split = SplitCacheBudget(budget, state, block, *max_num_seqs);
+    std::printf("  budget:   %s\n", DescribeCacheBudget(split, budget, state, block, *max_num_seqs).c_str());
     if (loaded->vocab)
       std::printf("  vocab:    %d tokens (%s), bos %d, eos %d\n", loaded->vocab->size(), loaded->vocab->model.c_str(),
                   loaded->vocab->bos, loaded->vocab->eos);

@@ -4,14 +4,27 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "cache/cache_budget.h"
 #include "util/check.h"
+#include "util/strings.h"
 
 namespace parallm {
 
 EngineConfig Engine::Resolve(const Model& model, EngineConfig c) {
   if (c.num_kv_blocks <= 0) {
-    const double per_block = static_cast<double>(PagedKvStorage::BytesPerBlock(model.KvShape(1, c.block_size, c.kv_cache_dtype)));
-    c.num_kv_blocks = std::max(1, static_cast<int32_t>(c.kv_cache_gb * (1ull << 30) / per_block));
+    // One budget for the KV blocks and a hybrid model's state slots (cache/cache_budget.h).
+    const int64_t per_block = static_cast<int64_t>(PagedKvStorage::BytesPerBlock(model.KvShape(1, c.block_size, c.kv_cache_dtype)));
+    const int64_t per_slot = model.has_state() ? static_cast<int64_t>(model.StateShape(1).BytesPerSlot()) : 0;
+    const double budget = c.kv_cache_gb * (1ull << 30);
+    const CacheBudget split = SplitCacheBudget(budget, per_slot, per_block, c.scheduler.max_num_seqs, c.num_state_slots);
+    c.num_kv_blocks = std::max(1, split.kv_blocks);
+    if (model.has_state()) {
+      c.num_state_slots = split.state_slots;
+      std::fprintf(stderr, "cache: %s\n",
+                   DescribeCacheBudget(split, budget, per_slot, per_block, c.scheduler.max_num_seqs).c_str());
+    }
+  } else if (model.has_state() && c.num_state_slots <= 0) {
+    c.num_state_slots = c.scheduler.max_num_seqs;  // blocks given by count: the slots are not in a budget
   }
   c.scheduler.max_model_len = std::min(c.scheduler.max_model_len, model.config().context_length);
   if (model.has_state()) {
@@ -25,7 +38,6 @@ EngineConfig Engine::Resolve(const Model& model, EngineConfig c) {
       std::fprintf(stderr, "speculative decoding is off: a hybrid model's recurrent state cannot drop rejected drafts\n");
     c.scheduler.speculative = SpeculativeConfig{};
     c.draft_model = nullptr;
-    if (c.num_state_slots <= 0) c.num_state_slots = c.scheduler.max_num_seqs;
   } else {
     c.num_state_slots = 0;
   }
@@ -75,6 +87,9 @@ Status Engine::Validate(std::span<const int32_t> prompt, const SamplingParams& p
   for (int32_t t : prompt)
     if (t < 0 || t >= vocab) return Err("prompt token {} is outside the vocabulary of {}", t, vocab);
   PARALLM_RETURN_IF_ERROR(params.Validate(vocab));
+  if (model_.has_state() && config_.num_state_slots < 1)
+    return Err("the cache cannot hold one request's recurrent state ({}) beside a KV block: raise --kv-cache-gb",
+               HumanBytes(static_cast<double>(model_.StateShape(1).BytesPerSlot())));
   const int32_t max_len = config_.scheduler.max_model_len;
   if (static_cast<int32_t>(prompt.size()) >= max_len)
     return Err("the prompt has {} tokens; this model's context is {} (prompt + output)", prompt.size(), max_len);

@@ -18,12 +18,13 @@ namespace parallm {
 
 struct EngineConfig {
   int32_t num_kv_blocks = 0;      // 0: from kv_cache_gb
-  double kv_cache_gb = 1.0;
+  double kv_cache_gb = 1.0;         // KV blocks and, for hybrid models, their state slots (cache/cache_budget.h)
   int32_t block_size = 16;
   KvDtype kv_cache_dtype = KvDtype::kF32;  // --kv-cache-dtype: bf16 halves the bytes per token, int8 quarters them
   bool enable_prefix_caching = true;  // off for hybrid models (see Engine::Resolve)
-  // Hybrid models (Nemotron-H): requests that may hold a recurrent-state slot at once (0: max_num_seqs). Fewer than
-  // max_num_seqs makes the state memory the limit on admission.
+  // Hybrid models (Nemotron-H): requests that may hold a recurrent-state slot at once. 0: from the budget, as
+  // cache/cache_budget.h splits kv_cache_gb (max_num_seqs slots, at most half the budget, the rest KV blocks), or
+  // max_num_seqs when num_kv_blocks is given. Fewer than max_num_seqs makes the state memory the limit on admission.
   int32_t num_state_slots = 0;
   SchedulerConfig scheduler;
   // The draft model when scheduler.speculative uses one (LoadDraftModel loads it from the config's path). Its KV

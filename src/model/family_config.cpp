@@ -84,11 +84,146 @@ float LongRopeAttnFactor(int max_position, int original_max_position) {
   return static_cast<float>(std::sqrt(1.0 + std::log(s) / std::log(static_cast<double>(original_max_position))));
 }
 
+namespace {
+
+// A per-layer integer array (llama.cpp's get_key_or_arr keys: feed_forward_length, attention.head_count_kv) of
+// `n` entries.
+Result<std::vector<int>> LayerArray(const GgufFile& file, const std::string& key, int n, const std::string& path) {
+  const GgufValue* v = file.Find(key);
+  if (v == nullptr) return Err("{}: missing metadata key '{}'", path, key);
+  if (v->type != GgufType::kArray || static_cast<int>(v->array.size()) != n)
+    return Err("{}: '{}' must be an array of {} per-layer values (it says which layers are Mamba, attention or MLP)",
+               path, key, n);
+  std::vector<int> out;
+  for (const GgufValue& e : v->array) {
+    auto i = e.AsInt();
+    if (!i || *i < 0 || *i > (1 << 24)) return Err("{}: '{}' holds a value that is not a size", path, key);
+    out.push_back(static_cast<int>(*i));
+  }
+  return out;
+}
+
+// The one nonzero value of a per-layer array (every attention layer has the same KV heads, every MLP the same width).
+Result<int> UniformNonzero(const std::vector<int>& v, const std::string& key, const std::string& path) {
+  int value = 0;
+  for (int x : v) {
+    if (x == 0) continue;
+    if (value != 0 && x != value)
+      return Err("{}: '{}' gives layers different sizes ({} and {}); parallm supports one", path, key, value, x);
+    value = x;
+  }
+  return value;
+}
+
+// llama.cpp's nemotron_h / nemotron_h_moe (convert_hf_to_gguf.py's NemotronHModel, llama_model_nemotron_h): no key
+// names the layer kinds; a layer is Mamba-2 when its head_count_kv and feed_forward_length are both 0, attention
+// when only feed_forward_length is, else an MLP (nemotron_h) or experts (nemotron_h_moe). The Mamba-2 shape is
+// ssm.{conv_kernel, state_size, group_count, inner_size} and ssm.time_step_rank, which holds the head count. llama.cpp
+// does not clamp dt (transformers clamps at time_step_min, which GGUF does not carry): dt_min 0. Routing is sigmoid
+// with the correction bias (exp_probs_b), expert_weights_norm/scale and expert_group_count/used_count.
+Status ReadGgufNemotronH(const GgufFile& file, const std::string& p, const std::string& path, ModelConfig& c) {
+  auto get = [&](const char* key, std::optional<int64_t> def) -> Result<int> {
+    auto v = file.GetInt(p + key);
+    if (!v) {
+      if (def) return static_cast<int>(*def);
+      return Err("{}: missing metadata key '{}{}'", path, p, key);
+    }
+    if (*v < 0 || *v > (int64_t{1} << 30)) return Err("{}: metadata '{}{}' = {} is out of range", path, p, key, *v);
+    return static_cast<int>(*v);
+  };
+  PARALLM_ASSIGN_OR_RETURN(std::vector<int> ffn, LayerArray(file, p + "feed_forward_length", c.n_layers, path));
+  PARALLM_ASSIGN_OR_RETURN(std::vector<int> kv, LayerArray(file, p + "attention.head_count_kv", c.n_layers, path));
+  // Newer converters append the multi-token-prediction head as extra blocks (nextn_predict_layers); parallm runs the
+  // trunk and leaves the head's tensors unread.
+  if (const int64_t nextn = file.GetInt(p + "nextn_predict_layers").value_or(0); nextn > 0) {
+    if (nextn >= c.n_layers) return Err("{}: '{}nextn_predict_layers' = {} leaves no layer", path, p, nextn);
+    c.n_layers -= static_cast<int>(nextn);
+    ffn.resize(static_cast<size_t>(c.n_layers));
+    kv.resize(static_cast<size_t>(c.n_layers));
+  }
+  PARALLM_ASSIGN_OR_RETURN(c.n_experts, get("expert_count", 0));
+  const bool experts = c.n_experts > 0;
+  c.layer_pattern.clear();
+  for (int l = 0; l < c.n_layers; ++l) {
+    const size_t i = static_cast<size_t>(l);
+    c.layer_pattern += kv[i] == 0 && ffn[i] == 0 ? 'M' : ffn[i] == 0 ? '*' : experts ? 'E' : '-';
+  }
+  PARALLM_ASSIGN_OR_RETURN(const int ffn_width, UniformNonzero(ffn, p + "feed_forward_length", path));
+  PARALLM_ASSIGN_OR_RETURN(c.n_kv_heads, UniformNonzero(kv, p + "attention.head_count_kv", path));
+  if (c.n_kv_heads == 0) c.n_kv_heads = c.n_heads;  // no attention layer: unused, but the config wants a value
+  PARALLM_ASSIGN_OR_RETURN(c.ssm_conv_kernel, get("ssm.conv_kernel", std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.ssm_state, get("ssm.state_size", std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.ssm_groups, get("ssm.group_count", std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.ssm_heads, get("ssm.time_step_rank", std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(const int inner, get("ssm.inner_size", std::nullopt));
+  if (c.ssm_heads <= 0 || inner % c.ssm_heads != 0)
+    return Err("{}: '{}ssm.inner_size' {} is not a multiple of the {} Mamba heads ('{}ssm.time_step_rank')", path, p,
+               inner, c.ssm_heads, p);
+  c.ssm_head_dim = inner / c.ssm_heads;
+  c.ssm_dt_min = 0.0f;
+  c.activation = Activation::kRelu2;
+  if (!experts) {
+    c.ffn = ffn_width > 0 ? ffn_width : c.hidden;  // no MLP layer: unused
+    c.n_experts = 0;
+    return Status::Ok();
+  }
+  if (file.GetInt(p + "moe_latent_size").value_or(0) > 0)
+    return Err("{}: '{}moe_latent_size' (latent expert projections) is not supported", path, p);
+  if (auto shared = file.GetInt(p + "expert_shared_count"); shared && *shared != 1)
+    return Err("{}: '{}expert_shared_count' = {} is not supported for nemotron_h (expected 1)", path, p, *shared);
+  PARALLM_ASSIGN_OR_RETURN(c.n_experts_used, get("expert_used_count", std::nullopt));
+  PARALLM_ASSIGN_OR_RETURN(c.expert_ffn, get("expert_feed_forward_length", ffn_width));
+  PARALLM_ASSIGN_OR_RETURN(c.shared_expert_ffn, get("expert_shared_feed_forward_length", std::nullopt));
+  c.ffn = c.expert_ffn;  // no dense MLP layer in a nemotron_h_moe file
+  c.norm_topk_prob = file.GetInt(p + "expert_weights_norm").value_or(0) != 0;
+  const double scale = file.GetFloat(p + "expert_weights_scale").value_or(0.0);
+  c.routed_scaling = scale != 0.0 ? static_cast<float>(scale) : 1.0f;  // llama.cpp: 0 (absent) scales by nothing
+  PARALLM_ASSIGN_OR_RETURN(c.moe_groups, get("expert_group_count", 1));
+  if (c.moe_groups == 0) c.moe_groups = 1;
+  PARALLM_ASSIGN_OR_RETURN(c.moe_topk_groups, get("expert_group_used_count", c.moe_groups > 1 ? std::nullopt
+                                                                                             : std::optional<int64_t>(1)));
+  return Status::Ok();
+}
+
+// The keys ReadGgufNemotronH reads, as convert_hf_to_gguf.py writes them (per-layer arrays as int32).
+void WriteGgufNemotronH(const ModelConfig& c, const std::string& p, GgufWriter& w) {
+  const bool experts = c.layer_pattern.find('E') != std::string::npos;
+  std::vector<int32_t> ffn, kv;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerKind k = c.KindOf(l);
+    ffn.push_back(k == LayerKind::kMlp ? c.ffn : k == LayerKind::kMoe ? c.expert_ffn : 0);
+    kv.push_back(k == LayerKind::kAttention ? c.n_kv_heads : 0);
+  }
+  w.Set(p + "feed_forward_length", GgufValue::I32Array(ffn));
+  w.Set(p + "attention.head_count_kv", GgufValue::I32Array(kv));
+  w.Set(p + "ssm.conv_kernel", GgufValue::U32(static_cast<uint32_t>(c.ssm_conv_kernel)));
+  w.Set(p + "ssm.state_size", GgufValue::U32(static_cast<uint32_t>(c.ssm_state)));
+  w.Set(p + "ssm.group_count", GgufValue::U32(static_cast<uint32_t>(c.ssm_groups)));
+  w.Set(p + "ssm.inner_size", GgufValue::U32(static_cast<uint32_t>(c.ssm_inner())));
+  w.Set(p + "ssm.time_step_rank", GgufValue::U32(static_cast<uint32_t>(c.ssm_heads)));
+  w.Set(p + "rope.scaling.finetuned", GgufValue::Bool(false));
+  if (!experts) return;
+  w.Set(p + "expert_used_count", GgufValue::U32(static_cast<uint32_t>(c.n_experts_used)));
+  w.Set(p + "expert_feed_forward_length", GgufValue::U32(static_cast<uint32_t>(c.expert_ffn)));
+  w.Set(p + "expert_shared_feed_forward_length", GgufValue::U32(static_cast<uint32_t>(c.shared_expert_ffn)));
+  w.Set(p + "expert_count", GgufValue::U32(static_cast<uint32_t>(c.n_experts)));
+  w.Set(p + "expert_shared_count", GgufValue::U32(1));
+  w.Set(p + "expert_weights_norm", GgufValue::Bool(c.norm_topk_prob));
+  w.Set(p + "expert_weights_scale", GgufValue::F32(c.routed_scaling));
+  w.Set(p + "expert_group_count", GgufValue::U32(static_cast<uint32_t>(c.moe_groups)));
+  // The converter leaves the kept-group count out (Nemotron-3-Nano has one group); llama.cpp reads it when groups > 1.
+  if (c.moe_groups > 1) w.Set(p + "expert_group_used_count", GgufValue::U32(static_cast<uint32_t>(c.moe_topk_groups)));
+}
+
+}  // namespace
+
 Status ReadGgufExtras(const GgufFile& file, const ArchSpec& spec, const std::string& path, ModelConfig& c) {
-  const std::string p = std::string(spec.gguf_architecture) + ".";
+  // The file's own architecture names its keys (nemotron_h_moe files are NemotronHSpec's too).
+  const std::string p = file.GetString("general.architecture").value_or(std::string(spec.gguf_architecture)) + ".";
   auto get_float = [&](const std::string& key) { return file.GetFloat(p + key); };
   auto get_int = [&](const std::string& key) { return file.GetInt(p + key); };
   ApplySpec(spec, c);
+  if (spec.arch == Arch::kNemotronH) return ReadGgufNemotronH(file, p, path, c);
   if (auto w = get_int("attention.sliding_window"); w && *w > 0) c.sliding_window = static_cast<int>(*w);
   if (spec.moe) {
     // llama.cpp's keys; Mixtral's experts have feed_forward_length (it has no dense layers). A layer without a
@@ -134,8 +269,9 @@ Status ReadGgufExtras(const GgufFile& file, const ArchSpec& spec, const std::str
 }
 
 void WriteGgufExtras(const ModelConfig& c, const ArchSpec& spec, GgufWriter& w) {
-  const std::string p = std::string(spec.gguf_architecture) + ".";
+  const std::string p = GgufArchitectureFor(c) + ".";
   w.Set(p + "rope.dimension_count", GgufValue::U32(static_cast<uint32_t>(c.rotary())));
+  if (c.hybrid()) return WriteGgufNemotronH(c, p, w);
   if (spec.arch == Arch::kPhi3 || c.sliding_window > 0)
     w.Set(p + "attention.sliding_window", GgufValue::U32(static_cast<uint32_t>(c.sliding_window)));
   if (c.n_experts > 0) {

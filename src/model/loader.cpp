@@ -380,8 +380,6 @@ Result<LoadedModel> LoadGguf(const std::string& path) {
   const ArchSpec* spec = SpecByGgufArchitecture(*arch_name);
   if (spec == nullptr)
     return Err("{}: architecture '{}' is not supported (supported: {})", path, *arch_name, SupportedNames());
-  if (spec->arch == Arch::kNemotronH)
-    return Err("{}: nemotron_h GGUF files are not supported yet (Hugging Face and MLX folders are)", path);
   // llama.cpp writes Mixtral as a "llama" file with experts.
   if (spec->arch == Arch::kLlama && file.GetInt("llama.expert_count").value_or(0) > 0) spec = &MixtralSpec();
   const std::string p = *arch_name + ".";
@@ -401,9 +399,12 @@ Result<LoadedModel> LoadGguf(const std::string& path) {
   c.rope_style = spec->gguf_rope_style;
   PARALLM_ASSIGN_OR_RETURN(c.hidden, get_int("embedding_length", std::nullopt));
   PARALLM_ASSIGN_OR_RETURN(c.n_layers, get_int("block_count", std::nullopt));
-  PARALLM_ASSIGN_OR_RETURN(c.ffn, get_int("feed_forward_length", std::nullopt));
   PARALLM_ASSIGN_OR_RETURN(c.n_heads, get_int("attention.head_count", std::nullopt));
-  PARALLM_ASSIGN_OR_RETURN(c.n_kv_heads, get_int("attention.head_count_kv", c.n_heads));
+  // Hybrid files give feed_forward_length and head_count_kv per layer (ReadGgufExtras reads them).
+  if (spec->arch != Arch::kNemotronH) {
+    PARALLM_ASSIGN_OR_RETURN(c.ffn, get_int("feed_forward_length", std::nullopt));
+    PARALLM_ASSIGN_OR_RETURN(c.n_kv_heads, get_int("attention.head_count_kv", c.n_heads));
+  }
   PARALLM_ASSIGN_OR_RETURN(c.head_dim, get_int("attention.key_length", c.hidden / c.n_heads));
   PARALLM_ASSIGN_OR_RETURN(c.context_length, get_int("context_length", 4096));
   c.rms_eps = static_cast<float>(file.GetFloat(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));

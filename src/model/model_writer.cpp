@@ -94,10 +94,78 @@ Status EmitMoe(int l, const MoeWeights& moe, const TensorSink& sink) {
   return Status::Ok();
 }
 
+// A hybrid (Nemotron-H) model's tensors by GenerateRandomWeights' names and shapes: each layer's norm and its one
+// mixer (A as A itself; the writer turns it into A_log for folders), ungated experts stacked.
+Status EmitHybridWeights(const ModelConfig& c, const ModelWeights& w, const TensorSink& sink) {
+  auto rows_of = [](const MatrixView& m, std::vector<float>& out) {
+    const size_t at = out.size();
+    out.resize(at + static_cast<size_t>(m.rows * m.cols));
+    for (int64_t r = 0; r < m.rows; ++r) DequantizeMatrixRow(m, r, out.data() + at + r * m.cols);
+  };
+  auto matrix = [&](const std::string& name, const MatrixView& m) {
+    std::vector<float> v;
+    rows_of(m, v);
+    return sink(name, {m.rows, m.cols}, std::move(v));
+  };
+  auto vector = [&](const std::string& name, const std::vector<float>& v) {
+    return sink(name, {static_cast<int64_t>(v.size())}, v);
+  };
+  PARALLM_RETURN_IF_ERROR(matrix("token_embd.weight", w.token_embd));
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+    PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_norm"), lw.attn_norm));
+    switch (c.KindOf(l)) {
+      case LayerKind::kMamba: {
+        const MambaWeights& m = lw.mamba;
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ssm_in"), m.in_proj));
+        PARALLM_RETURN_IF_ERROR(sink(LayerTensor(l, "ssm_conv1d"), {c.ssm_conv_dim(), c.ssm_conv_kernel}, m.conv));
+        if (!m.conv_bias.empty()) PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "ssm_conv1d", "bias"), m.conv_bias));
+        PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "ssm_dt", "bias"), m.dt_bias));
+        PARALLM_RETURN_IF_ERROR(vector(fmt::format("blk.{}.ssm_a", l), m.a));
+        PARALLM_RETURN_IF_ERROR(vector(fmt::format("blk.{}.ssm_d", l), m.d));
+        PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "ssm_norm"), m.norm));
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ssm_out"), m.out_proj));
+        break;
+      }
+      case LayerKind::kAttention:
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_q"), lw.wq));
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_k"), lw.wk));
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_v"), lw.wv));
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "attn_output"), lw.wo));
+        break;
+      case LayerKind::kMlp:
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_up"), lw.w_up));
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_down"), lw.w_down));
+        break;
+      case LayerKind::kMoe: {
+        const MoeWeights& moe = lw.moe;
+        auto stacked = [&](const char* kind, const std::vector<MatrixView>& experts) {
+          std::vector<float> v;
+          for (const MatrixView& m : experts) rows_of(m, v);
+          return sink(LayerTensor(l, kind), {static_cast<int64_t>(experts.size()), experts[0].rows, experts[0].cols},
+                      std::move(v));
+        };
+        PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_gate_inp"), moe.router));
+        PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "exp_probs_b", "bias"), moe.score_bias));
+        PARALLM_RETURN_IF_ERROR(stacked("ffn_up_exps", moe.up));
+        PARALLM_RETURN_IF_ERROR(stacked("ffn_down_exps", moe.down));
+        if (moe.shared_up.rows > 0) {
+          PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_up_shexp"), moe.shared_up));
+          PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_down_shexp"), moe.shared_down));
+        }
+        break;
+      }
+    }
+  }
+  PARALLM_RETURN_IF_ERROR(vector("output_norm.weight", w.output_norm));
+  if (!c.tied_embeddings) PARALLM_RETURN_IF_ERROR(matrix("output.weight", w.output));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status EmitWeights(const ModelConfig& c, const ModelWeights& w, const TensorSink& sink) {
-  if (c.hybrid()) return Err("converting nemotron_h models is not supported yet");
+  if (c.hybrid()) return EmitHybridWeights(c, w, sink);
   auto matrix = [&](const std::string& name, const MatrixView& m) {
     std::vector<float> values(static_cast<size_t>(m.rows * m.cols));
     for (int64_t r = 0; r < m.rows; ++r) DequantizeMatrixRow(m, r, values.data() + r * m.cols);
@@ -156,7 +224,7 @@ ModelWriter::ModelWriter(const ModelConfig& config, RopeStyle source_rope_style,
   const ArchSpec& spec = SpecFor(config.arch);
   target_rope_ = options.format == ModelFormat::kGguf ? spec.gguf_rope_style : RopeStyle::kHalf;
   if (options_.format != ModelFormat::kGguf) return;
-  const std::string arch(spec.gguf_architecture);
+  const std::string arch = GgufArchitectureFor(config);
   const std::string p = arch + ".";
   gguf_.Set("general.architecture", GgufValue::String(arch));
   gguf_.Set("general.name", GgufValue::String(options.name));
@@ -207,8 +275,11 @@ MlxAffineParams ModelWriter::MlxParamsFor(const std::string& name) const {
 }
 
 Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std::vector<float> values) {
-  if (config_.hybrid() && options_.format == ModelFormat::kGguf)
-    return Err("nemotron_h models can be written as Hugging Face or MLX folders only (GGUF is not supported yet)");
+  if (config_.hybrid() && options_.format == ModelFormat::kGguf && config_.layer_pattern.find('-') != std::string::npos &&
+      config_.layer_pattern.find('E') != std::string::npos)
+    return Err("pattern {}: llama.cpp's nemotron_h GGUF holds MLP layers (-) or experts (E), not both (its layer "
+               "arrays cannot tell them apart); give a --pattern with one of them",
+               config_.layer_pattern);
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   if (n != static_cast<int64_t>(values.size()))
@@ -226,6 +297,11 @@ Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std
   }
   if (options_.format != ModelFormat::kGguf && name.find(".ffn_gate_inp_shexp.") != std::string::npos && shape.size() == 1)
     shape = {1, shape[0]};  // Hugging Face's shared_expert_gate is a Linear(hidden, 1)
+  if (config_.hybrid() && options_.format == ModelFormat::kGguf) {
+    // llama.cpp's shapes: A and D as [heads, 1], the gated norm's weight as [groups, inner / groups].
+    if (EndsWith(name, ".ssm_a") || EndsWith(name, ".ssm_d")) shape = {n, 1};
+    if (EndsWith(name, ".ssm_norm.weight")) shape = {config_.ssm_groups, n / config_.ssm_groups};
+  }
   const bool matrix = shape.size() >= 2;  // 3-D: experts stacked, [n_experts * rows, cols] as far as types go
   const int64_t cols = shape.back(), rows = matrix ? n / cols : 1;
   if (IsRopeProjection(name)) {
@@ -235,9 +311,12 @@ Status ModelWriter::Add(const std::string& name, std::vector<int64_t> shape, std
     values = PermuteRopeRows(values, matrix ? rows : n, matrix ? cols : 1, heads, source_rope_, target_rope_);
   }
   if (options_.format == ModelFormat::kGguf) {
-    // The router stays f32, as llama.cpp's quantizer leaves ffn_gate_inp.
+    // The router stays f32, as llama.cpp's quantizer leaves ffn_gate_inp; so do the Mamba-2 conv filter, A, D and
+    // the gated norm (its quantizer skips ssm_conv1d and *_norm.weight; A and D are not weights to it).
     const bool router = name.find(".ffn_gate_inp.") != std::string::npos;
-    DType type = matrix && !router ? GgufTypeFor(name, cols) : DType::kF32;
+    const bool ssm_small = name.find(".ssm_") != std::string::npos && !EndsWith(name, ".ssm_in.weight") &&
+                           !EndsWith(name, ".ssm_out.weight");
+    DType type = matrix && !router && !ssm_small ? GgufTypeFor(name, cols) : DType::kF32;
     auto bytes = Quantize(type, values, rows, cols);
     return gguf_.AddTensor(name, type, std::move(shape), std::move(*bytes));
   }

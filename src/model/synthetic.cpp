@@ -2,6 +2,7 @@
 #include "model/synthetic.h"
 
 #include <cmath>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -171,17 +172,28 @@ namespace {
 // A random hybrid (Nemotron-H) model. The Mamba parameters are drawn where the published models' initialisation puts
 // them: A_log = log(1..16), dt_bias so that softplus(dt_bias) spans ~0.005..0.2 (some heads forget within a few tokens,
 // some keep their state over the whole prompt), D near 1.
-Status GenerateHybridWeights(const ModelConfig& c, uint64_t seed, const TensorSink& sink) {
+// The projection matrices (the embedding and experts included), uniform on [-half_width, half_width], go to `random`
+// when it is given (make-model --fast: generated in their target type as the file is written), else through `sink`
+// with GenerateRandomWeights' values; the Mamba vectors, norms and the conv filter always go through `sink`.
+using RandomMatrixSink = std::function<Status(const std::string& name, std::vector<int64_t> shape, float half_width)>;
+
+Status GenerateHybridWeights(const ModelConfig& c, uint64_t seed, const TensorSink& sink,
+                             const RandomMatrixSink& random = nullptr) {
   const int64_t H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), F = c.ffn, V = c.vocab;
   const int64_t I = c.ssm_inner(), CD = c.ssm_conv_dim(), NH = c.ssm_heads, K = c.ssm_conv_kernel;
+  auto uniform = [&](const std::string& name, std::vector<int64_t> shape, float a) {
+    if (random) return random(name, std::move(shape), a);
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return sink(name, std::move(shape), Random(seed, name, n, 0.0f, a));
+  };
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
-    float a = std::sqrt(3.0f / static_cast<float>(cols));
-    return sink(name, {rows, cols}, Random(seed, name, rows * cols, 0.0f, a));
+    return uniform(name, {rows, cols}, std::sqrt(3.0f / static_cast<float>(cols)));
   };
   auto vector = [&](const std::string& name, int64_t n, float center, float half_width) {
     return sink(name, {n}, Random(seed, name, n, center, half_width));
   };
-  PARALLM_RETURN_IF_ERROR(sink("token_embd.weight", {V, H}, Random(seed, "token_embd.weight", V * H, 0.0f, 1.7f)));
+  PARALLM_RETURN_IF_ERROR(uniform("token_embd.weight", {V, H}, 1.7f));
   for (int l = 0; l < c.n_layers; ++l) {
     PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "attn_norm"), H, 1.0f, 0.2f));
     switch (c.KindOf(l)) {
@@ -217,9 +229,7 @@ Status GenerateHybridWeights(const ModelConfig& c, uint64_t seed, const TensorSi
         PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_gate_inp"), E, H));
         PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "exp_probs_b", "bias"), E, 0.0f, 0.1f));
         auto stacked = [&](const char* kind, int64_t rows, int64_t cols) {
-          const std::string name = LayerTensor(l, kind);
-          float a = std::sqrt(3.0f / static_cast<float>(cols));
-          return sink(name, {E, rows, cols}, Random(seed, name, E * rows * cols, 0.0f, a));
+          return uniform(LayerTensor(l, kind), {E, rows, cols}, std::sqrt(3.0f / static_cast<float>(cols)));
         };
         PARALLM_RETURN_IF_ERROR(stacked("ffn_up_exps", EF, H));
         PARALLM_RETURN_IF_ERROR(stacked("ffn_down_exps", H, EF));
@@ -253,7 +263,7 @@ Status GenerateRandomWeights(const ModelConfig& c, uint64_t seed, const TensorSi
 
 Status DescribeRandomWeights(const ModelConfig& c, const RandomTensorSink& sink) {
   // Hybrid models draw their Mamba parameters by rules of their own (GenerateHybridWeights), not one spread per tensor.
-  if (c.hybrid()) return Err("make-model --fast does not write hybrid (Nemotron-H) models yet; leave out --fast");
+  if (c.hybrid()) return Err("hybrid (Nemotron-H) weights are not described by one spread per tensor");
   const int64_t H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), F = c.ffn, V = c.vocab;
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
     // Uniform on [-a, a] has standard deviation a / sqrt(3).
@@ -327,6 +337,17 @@ Status DescribeRandomWeights(const ModelConfig& c, const RandomTensorSink& sink)
 Status WriteFastRandomModel(const ModelConfig& c, const WriteOptions& options, const Vocab& vocab, uint64_t seed,
                             const std::string& path) {
   ModelWriter writer(c, RopeStyle::kHalf, options, vocab);
+  if (c.hybrid()) {
+    PARALLM_RETURN_IF_ERROR(GenerateHybridWeights(
+        c, seed,
+        [&](const std::string& name, std::vector<int64_t> shape, std::vector<float> values) {
+          return writer.Add(name, std::move(shape), std::move(values));
+        },
+        [&](const std::string& name, std::vector<int64_t> shape, float half_width) {
+          return writer.AddRandom(name, std::move(shape), half_width, seed);
+        }));
+    return writer.Finish(path);
+  }
   PARALLM_RETURN_IF_ERROR(DescribeRandomWeights(
       c, [&](const std::string& name, std::vector<int64_t> shape, float center, float half_width) -> Status {
         if (shape.size() >= 2 && center == 0.0f) return writer.AddRandom(name, std::move(shape), half_width, seed);

@@ -37,7 +37,8 @@ using RandomTensorSink =
 Status DescribeRandomWeights(const ModelConfig& c, const RandomTensorSink& sink);
 // A random GGUF model of shape `c` streamed to `path` (make-model --fast): matrices as random blocks of their target
 // type, generated while the file is written (ModelWriter::AddRandom), vectors and RoPE tensors as GenerateRandomWeights
-// gives them. Memory stays at a few chunks of 64 MiB whatever the model's size.
+// gives them (hybrid models: the Mamba-2 vectors, norms and conv filters too). Memory stays at a few chunks of 64 MiB
+// whatever the model's size.
 Status WriteFastRandomModel(const ModelConfig& c, const WriteOptions& options, const Vocab& vocab, uint64_t seed,
                             const std::string& path);
 // The values GenerateRandomWeights gives tensor `name` of that distribution.

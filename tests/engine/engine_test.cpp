@@ -435,6 +435,25 @@ TEST(Engine, HybridStateSlotsSurvivePreemptionCancellationAndForks) {
   EXPECT_GE(cancelled.size(), 2u);
   EXPECT_EQ(engine.kv_manager().num_free_blocks(), 9);
   EXPECT_EQ(engine.kv_manager().num_free_state_slots(), 5);
+
+  // From a budget (--kv-cache-gb): 7 states' worth holds 3 slots (half of it) of the 16 wanted, the rest KV blocks;
+  // a budget that cannot hold one state beside a block refuses requests, naming the state's size.
+  const double state = static_cast<double>(model->StateShape(1).BytesPerSlot());
+  const double block = static_cast<double>(PagedKvStorage::BytesPerBlock(model->KvShape(1, 16, KvDtype::kF32)));
+  EngineConfig budgeted = SmallConfig(/*blocks=*/0, /*max_seqs=*/16, /*max_tokens=*/8);
+  budgeted.kv_cache_gb = 7 * state / (1ull << 30);
+  {
+    Engine e(*model, budgeted);
+    EXPECT_EQ(e.kv_manager().num_state_slots(), 3);
+    EXPECT_EQ(e.config().num_kv_blocks, static_cast<int32_t>(4 * state / block));
+  }
+  budgeted.kv_cache_gb = state / (1ull << 30);
+  {
+    Engine e(*model, budgeted);
+    auto too_small = e.Add(prompts[0], params[0]);
+    ASSERT_FALSE(too_small.ok());
+    EXPECT_NE(too_small.status().message().find("recurrent state"), std::string::npos) << too_small.status().message();
+  }
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (!cancelled.contains(i)) {
       EXPECT_EQ(got[i], (*expected)[i].ids()) << "request " << i;

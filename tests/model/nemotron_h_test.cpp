@@ -1,11 +1,13 @@
 // Nemotron-H pieces below the forward pass (whose logits tests/reference checks): the sigmoid, group-limited expert
 // routing on hand-made logits, the published 30B-A3B shape (parameters, cache bytes), the tensor names both ways,
-// and config.json errors that must name the field.
+// config.json errors that must name the field, and GGUF metadata and shapes as llama.cpp writes nemotron_h(_moe).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
+#include "formats/gguf.h"
 #include "model/config.h"
 #include "model/loader.h"
 #include "model/nemotron_routing.h"
@@ -90,7 +92,93 @@ TEST(NemotronH, ConfigErrorsNameTheField) {
   EXPECT_NE(with("\"ME*M-E\"", "\"ME*M-X\"").find("hybrid_override_pattern"), std::string::npos);
   EXPECT_NE(with("\"ME*M-E\"", "\"ME*M-\"").find("hybrid_override_pattern"), std::string::npos);
   EXPECT_NE(with("\"n_groups\":2", "\"n_groups\":3").find("groups"), std::string::npos);
-  std::ofstream(dir + "/config.json") << original;
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
+std::vector<int64_t> IntArray(const GgufFile& f, const std::string& key) {
+  std::vector<int64_t> out;
+  const GgufValue* v = f.Find(key);
+  if (v == nullptr || v->type != GgufType::kArray) return out;
+  for (const GgufValue& e : v->array) out.push_back(e.AsInt().value_or(-1));
+  return out;
+}
+
+// convert_hf_to_gguf.py's NemotronHModel: per-layer arrays say which layer is what (0 KV heads and 0 FFN: Mamba-2),
+// ssm.time_step_rank holds the Mamba heads, A is stored as A itself [heads, 1], the norm as [groups, inner / groups];
+// the conv filter, A, D and the norm stay f32 in a quantized file. The loader reads the pattern back from the arrays.
+TEST(NemotronH, GgufAsLlamaCppWritesIt) {
+  testing::TinyModelOptions o{Arch::kNemotronH, ModelFormat::kGguf, DType::kQ8_0};
+  o.pattern = "ME*MEM";
+  const std::string path = testing::WriteTinyModel(o, "nemotron-gguf");
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ(file->GetString("general.architecture").value_or(""), "nemotron_h_moe");
+  const std::string p = "nemotron_h_moe.";
+  EXPECT_EQ(IntArray(*file, p + "feed_forward_length"), (std::vector<int64_t>{0, 128, 0, 0, 128, 0}));
+  EXPECT_EQ(IntArray(*file, p + "attention.head_count_kv"), (std::vector<int64_t>{0, 0, 2, 0, 0, 0}));
+  EXPECT_EQ(file->GetInt(p + "ssm.time_step_rank").value_or(0), 8);
+  EXPECT_EQ(file->GetInt(p + "ssm.inner_size").value_or(0), 8 * 32);
+  EXPECT_EQ(file->GetInt(p + "ssm.group_count").value_or(0), 2);
+  EXPECT_EQ(file->GetInt(p + "expert_shared_count").value_or(0), 1);
+  EXPECT_EQ(file->GetInt(p + "expert_group_used_count").value_or(0), 2);
+  const TensorSet& t = file->tensors();
+  EXPECT_EQ(t.Find("blk.0.ssm_a")->shape, (std::vector<int64_t>{8, 1}));
+  EXPECT_EQ(t.Find("blk.0.ssm_norm.weight")->shape, (std::vector<int64_t>{2, 128}));
+  EXPECT_EQ(t.Find("blk.0.ssm_conv1d.weight")->shape, (std::vector<int64_t>{256 + 2 * 2 * 16, 4}));
+  for (const char* name : {"blk.0.ssm_a", "blk.0.ssm_d", "blk.0.ssm_norm.weight", "blk.0.ssm_conv1d.weight"})
+    EXPECT_EQ(t.Find(name)->dtype, DType::kF32) << name;
+  EXPECT_EQ(t.Find("blk.0.ssm_in.weight")->dtype, DType::kQ8_0);
+  EXPECT_LT(*reinterpret_cast<const float*>(t.Find("blk.0.ssm_a")->data), 0.0f);  // A, not A_log
+  auto m = LoadModel(path);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->config.layer_pattern, "ME*MEM");
+  EXPECT_EQ(m->config.n_kv_heads, 2);
+  EXPECT_EQ(m->config.expert_ffn, 128);
+  EXPECT_EQ(m->config.moe_topk_groups, 2);
+  EXPECT_EQ(m->config.ssm_dt_min, 0.0f);  // llama.cpp does not clamp dt
+
+  // The same file with a scalar feed_forward_length (no per-layer kinds) is refused with the key's name.
+  GgufWriter w;
+  for (const auto& [key, value] : file->metadata())
+    w.Set(key, key == p + "feed_forward_length" ? GgufValue::U32(128) : value);
+  for (const GgufTensorInfo& info : file->tensor_infos()) {
+    const TensorView* v = t.Find(info.name);
+    ASSERT_TRUE(w.AddTensor(info.name, v->dtype, v->shape, v->data, v->nbytes).ok());
+  }
+  const std::string scalar = path + ".scalar.gguf";
+  ASSERT_TRUE(w.Write(scalar).ok());
+  auto bad = LoadModel(scalar);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("feed_forward_length"), std::string::npos) << bad.status().message();
+
+  // A multi-token-prediction head appended as an extra block (nextn_predict_layers 1): the trunk loads without it.
+  GgufWriter mtp;
+  for (const auto& [key, value] : file->metadata()) {
+    GgufValue v = value;
+    if (key == p + "block_count") v = GgufValue::U32(7);
+    if (key == p + "feed_forward_length") v.array.push_back(GgufValue::I32(128));
+    if (key == p + "attention.head_count_kv") v.array.push_back(GgufValue::I32(2));
+    mtp.Set(key, v);
+  }
+  mtp.Set(p + "nextn_predict_layers", GgufValue::U32(1));
+  for (const GgufTensorInfo& info : file->tensor_infos()) {
+    const TensorView* v = t.Find(info.name);
+    ASSERT_TRUE(mtp.AddTensor(info.name, v->dtype, v->shape, v->data, v->nbytes).ok());
+  }
+  const std::string with_mtp = path + ".mtp.gguf";
+  ASSERT_TRUE(mtp.Write(with_mtp).ok());
+  auto trunk = LoadModel(with_mtp);
+  ASSERT_TRUE(trunk.ok()) << trunk.status().message();
+  EXPECT_EQ(trunk->config.layer_pattern, "ME*MEM");
+
+  // MLP and expert layers together cannot be told apart in llama.cpp's arrays: the writer refuses the pattern.
+  auto c = PresetConfig("tiny", &o.arch);
+  ASSERT_TRUE(c.ok());
+  ModelWriter mixed(*c, RopeStyle::kHalf, WriteOptions{}, Vocab::ByteLevel(c->vocab));
+  Status st = mixed.Add("token_embd.weight", {c->vocab, c->hidden}, std::vector<float>(static_cast<size_t>(c->vocab * c->hidden)));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("ME*M-E"), std::string::npos) << st.message();
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
 }
 
 }  // namespace

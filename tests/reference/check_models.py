@@ -77,6 +77,11 @@ rounding would travel through the Mamba state into every later position, so near
 left out as for the attention-only MoE families); greedy ids (12 tokens: one prefill, then
 decode steps through the recurrent state) equal to the reference's; and mutations that must show: D = 0, the gated
 norm over the whole width instead of per group, the norm before the gate, no correction bias, no routed scaling.
+GGUF as llama.cpp writes it: nemotron_h_moe (pattern ME*MEM) in F32, whole and in chunks of 7, at FLOAT_TOL, and
+nemotron_h (M*M-M-, no experts, so no routing flip under int8 rounding) in Q8_0 at QUANT_TOL; the reference reads
+both with its own loader (nemotron_h.load_gguf, from convert_hf_to_gguf.py and llama_model_nemotron_h), the F32
+file converted by `parallm convert` to an HF F32 folder gives the reference's logits at FLOAT_TOL, and the F32 case
+proves A's encoding shows (A read as A_log must move the logits).
 QUANT_TOL holds for these families too: fake_parallm.py's int8 rounding (4 archs x Q8_0 / Q4_K /
 MLX 4-bit x 5 seeds, gemma3 with 6 layers) reaches at most 0.57 of the max and 0.60 of the rms bound,
 argmax >= 10/12.
@@ -602,10 +607,62 @@ NEMOTRON_MUTATIONS = [("D = 0", _nemotron_no_d), ("norm not grouped", _nemotron_
                       ("no correction bias", _nemotron_no_bias), ("no routed scaling", _nemotron_config(routed_scaling=1.0))]
 
 
+def _nemotron_a_as_log(model):
+    for L in model.layers:
+        if L.kind == "M":
+            L.w["A"] = -np.exp(L.w["A"])
+
+
+# GGUF holds MLP layers or experts, not both (llama.cpp's nemotron_h / nemotron_h_moe): a pattern of each.
+NEMOTRON_GGUF = [(BY_NAME["gguf-f32"], "ME*MEM"), (BY_NAME["gguf-q8_0"], "M*M-M-")]
+
+
+def check_nemotron_gguf(r, wanted):
+    """llama.cpp's nemotron_h_moe in F32 (whole and in chunks of 7) and nemotron_h in Q8_0 (a dense pattern: no
+    routing to flip under the int8 activation rounding), and that A's encoding shows (GGUF stores A, not A_log)."""
+    arch = "nemotronh"
+    ids = ",".join(map(str, NEMOTRON_IDS))
+    for s, pattern in NEMOTRON_GGUF:
+        if not wanted(f"{arch}-{s.name}"):
+            continue
+        try:
+            path = r.make(arch, s, extra=("--pattern", pattern))
+            ref = forward.forward(forward.load_model(path), NEMOTRON_IDS)
+        except Exception as e:  # noqa: BLE001
+            r.report(arch, s.name, error=f"error: {e}")
+            continue
+        for chunk in ((0, 7) if s.tol is FLOAT_TOL else (16,)):
+            what = f"{s.name} {pattern} chunk {chunk or 'all'}"
+            try:
+                npy = f"{path}.chunk{chunk}.parallm.npy"
+                r.run("logits", "-m", path, "--prompt-ids", ids, "--chunk", str(chunk), "-o", npy)
+                r.report(arch, what, compare(ref, np.load(npy), s.tol))
+            except Exception as e:  # noqa: BLE001
+                r.report(arch, what, error=f"error: {e}")
+        if s.tol is FLOAT_TOL:
+            what = f"{s.name} convert to hf-f32"   # parallm convert: A back to A_log, the experts one by one
+            try:
+                out = path[:-5] + "-converted-hf"
+                if os.path.isdir(out):
+                    shutil.rmtree(out)
+                r.run("convert", path, "--to", "hf", "-o", out)
+                npy = f"{out}.parallm.npy"
+                r.run("logits", "-m", out, "--prompt-ids", ids, "-o", npy)
+                r.report(arch, what, compare(ref, np.load(npy), s.tol))
+            except Exception as e:  # noqa: BLE001
+                r.report(arch, what, error=f"error: {e}")
+            moved_model = forward.load_model(path)
+            _nemotron_a_as_log(moved_model)
+            cmp = compare(ref, forward.forward(moved_model, NEMOTRON_IDS), SENSITIVITY_TOL)
+            r.report(arch, f"{s.name} vs A read as A_log", dataclasses.replace(cmp, ok=not cmp.ok),
+                     note="(must move the logits beyond tol) ")
+
+
 def check_nemotron(r, wanted):
     """The hybrid Nemotron-H: logits whole and in prefill chunks, greedy ids, and the mutations that must show."""
     arch = "nemotronh"
     ids = ",".join(map(str, NEMOTRON_IDS))
+    check_nemotron_gguf(r, wanted)
     for s in (BY_NAME["hf-f32"], BY_NAME["hf-bf16"], BY_NAME["mlx-4bit"], BY_NAME["mlx-8bit"]):
         if not wanted(f"{arch}-{s.name}"):
             continue

@@ -247,6 +247,8 @@ def load_gguf(path):
     arch = md["general.architecture"]
     if arch in families.GGUF_ARCHS:
         return families.load_gguf(path, g)
+    if arch in nemotron_h.GGUF_ARCHS:
+        return nemotron_h.load_gguf(path, g)
     if arch in moe.GGUF_ARCHS or (arch == "llama" and md.get("llama.expert_count", 0) > 0):
         return moe.load_gguf(path, g)
     if arch not in ("llama", "mistral", "qwen2", "qwen3"):

@@ -18,6 +18,15 @@ which the mixer's norm is), not from parallm's code:
   chosen scores, divided by their sum + 1e-20 when norm_topk_prob, times routed_scaling_factor; each expert is an
   ungated relu2 MLP; plus the shared expert (a relu2 MLP of moe_shared_expert_intermediate_size).
 Tensor names: the published checkpoints' "backbone." prefix (transformers' "model." too).
+GGUF (load_gguf): llama.cpp's nemotron_h (MLP layers) and nemotron_h_moe (experts), from convert_hf_to_gguf.py's
+NemotronHModel / Mamba2Model and llama.cpp's llama_model_nemotron_h: no key names the layer kinds; a layer is Mamba-2
+when attention.head_count_kv[i] and feed_forward_length[i] are both 0, attention when only feed_forward_length[i] is,
+else an MLP or experts (expert_count > 0); ssm.time_step_rank holds the Mamba head count, ssm.inner_size their width;
+ssm_a holds A = -exp(A_log) itself ([1, heads]), ssm_d is [1, heads], ssm_norm [n_group, inner / n_group],
+ssm_conv1d [conv_dim, kernel] (torch's squeezed); the one norm a layer is attn_norm; the router's correction bias is
+exp_probs_b.bias; experts stacked as ffn_up_exps / ffn_down_exps; routing is sigmoid with expert_weights_norm (default
+off), expert_weights_scale and expert_group_count / expert_group_used_count. llama.cpp does not clamp dt, so neither
+does this reader (time_step_min is not in the file: dt_min 0).
 """
 import dataclasses
 
@@ -26,6 +35,7 @@ import numpy as np
 import forward as fw
 
 HF_TYPES = ("nemotron_h",)
+GGUF_ARCHS = ("nemotron_h", "nemotron_h_moe")
 KINDS = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
 
 
@@ -111,6 +121,61 @@ def load_hf(folder, config, w):
     return HybridModel(cfg, emb, layers, w[prefix + "norm_f.weight"], emb if tied else w["lm_head.weight"])
 
 
+def load_gguf(path, g):
+    md = g.metadata
+    arch = md["general.architecture"]
+
+    def key(k, default=None):
+        v = md.get(f"{arch}.{k}", default)
+        if v is None:
+            raise ValueError(f"{path}: missing metadata {arch}.{k}")
+        return v
+
+    t = g.tensor
+    n_layers = int(key("block_count"))
+    ffn = [int(v) for v in key("feed_forward_length")]
+    kv = [int(v) for v in key("attention.head_count_kv")]
+    if len(ffn) != n_layers or len(kv) != n_layers:
+        raise ValueError(f"{path}: per-layer arrays do not have {n_layers} entries")
+    n_expert = int(key("expert_count", 0))
+    pattern = "".join("M" if kv[i] == 0 and ffn[i] == 0 else "*" if ffn[i] == 0 else "E" if n_expert else "-"
+                      for i in range(n_layers))
+    n_heads = int(key("attention.head_count"))
+    n_embd = int(key("embedding_length"))
+    ssm_heads = int(key("ssm.time_step_rank"))
+    n_group = int(key("expert_group_count", 1)) or 1
+    scale = float(key("expert_weights_scale", 0.0))
+    cfg = Config(pattern=pattern, n_embd=n_embd, vocab=g.tensors["token_embd.weight"].ne[1],
+                 eps=float(key("attention.layer_norm_rms_epsilon")), n_heads=n_heads,
+                 n_kv_heads=max(kv) or n_heads, head_dim=int(key("attention.key_length", n_embd // n_heads)),
+                 ssm_heads=ssm_heads, ssm_head_dim=int(key("ssm.inner_size")) // ssm_heads,
+                 ssm_state=int(key("ssm.state_size")), n_groups=int(key("ssm.group_count")),
+                 conv_kernel=int(key("ssm.conv_kernel")), chunk_size=8, dt_min=0.0,
+                 top_k=int(key("expert_used_count", 0)), n_group=n_group,
+                 topk_group=int(key("expert_group_used_count", 1)),
+                 norm_topk=bool(key("expert_weights_norm", False)), routed_scaling=scale if scale else 1.0)
+    names = {"ssm_in.weight": "in_proj.weight", "ssm_conv1d.weight": "conv1d.weight", "ssm_conv1d.bias": "conv1d.bias",
+             "ssm_dt.bias": "dt_bias", "ssm_out.weight": "out_proj.weight", "attn_q.weight": "q_proj.weight",
+             "attn_k.weight": "k_proj.weight", "attn_v.weight": "v_proj.weight", "attn_output.weight": "o_proj.weight",
+             "ffn_up.weight": "up_proj.weight", "ffn_down.weight": "down_proj.weight",
+             "ffn_gate_inp.weight": "gate.weight", "exp_probs_b.bias": "gate.e_score_correction_bias",
+             "ffn_up_shexp.weight": "shared_experts.up_proj.weight",
+             "ffn_down_shexp.weight": "shared_experts.down_proj.weight",
+             "ffn_up_exps.weight": "up", "ffn_down_exps.weight": "down"}
+    layers = []
+    for i, kind in enumerate(pattern):
+        p = f"blk.{i}."
+        w = {hf: t(p + gg) for gg, hf in names.items() if p + gg in g.tensors}
+        if kind == "M":
+            w["A"] = t(p + "ssm_a").reshape(-1)
+            w["D"] = t(p + "ssm_d").reshape(-1)
+            w["norm.weight"] = t(p + "ssm_norm.weight").reshape(-1)
+        layers.append(Layer(kind, t(p + "attn_norm.weight"), w))
+    emb = t("token_embd.weight")
+    return HybridModel(cfg, emb, layers, t("output_norm.weight"),
+                       t("output.weight") if "output.weight" in g.tensors else emb)
+
+
 def silu(x):
     return x / (1.0 + np.exp(-x))
 
@@ -171,7 +236,7 @@ def mamba(h, w, c):
     B = np.repeat(xbc[:, I:I + G * N].reshape(T, G, N), c.ssm_heads // G, axis=1)
     Cm = np.repeat(xbc[:, I + G * N:].reshape(T, G, N), c.ssm_heads // G, axis=1)
     dt = np.maximum(softplus(dt + w["dt_bias"]), c.dt_min)
-    A = -np.exp(w["A_log"])
+    A = w["A"] if "A" in w else -np.exp(w["A_log"])   # GGUF stores A itself
     y = ssd_chunked(x, dt, A, B, Cm, c.chunk_size) + w["D"][None, :, None] * x
     y = y.reshape(T, I)
     gs = I // G if c.norm_grouped else I

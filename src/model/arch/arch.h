@@ -17,6 +17,8 @@ struct ArchSpec {
   Arch arch;
   std::string_view name;                // as users write it: --arch llama
   std::string_view gguf_architecture;   // general.architecture
+  // general.architecture of the family's files with experts, where llama.cpp names them apart ("nemotron_h_moe").
+  std::string_view gguf_moe_architecture = {};
   std::string_view hf_model_type;       // config.json model_type
   std::string_view hf_architecture;     // config.json architectures[0], written by make-model/convert
   bool qkv_bias = false;                // q/k/v projections carry biases
@@ -57,6 +59,8 @@ const ArchSpec& MixtralSpec();
 const ArchSpec& NemotronHSpec();
 
 const ArchSpec& SpecFor(Arch arch);
+// general.architecture of a GGUF file of this config (gguf_moe_architecture when it has experts and the family has one).
+std::string GgufArchitectureFor(const ModelConfig& c);
 // Lookups return nullptr when no supported family matches.
 const ArchSpec* SpecByName(std::string_view name);
 const ArchSpec* SpecByGgufArchitecture(std::string_view gguf_architecture);

@@ -20,8 +20,9 @@ void NemotronHBlock(LayerOps& ops, const LayerWeights& lw, int layer) {
 }
 
 const ArchSpec& NemotronHSpec() {
-  // llama.cpp's converter writes general.architecture "nemotron_h" (GGUF loading is not supported yet).
+  // llama.cpp's converter writes general.architecture "nemotron_h" (MLP layers) or "nemotron_h_moe" (experts).
   static const ArchSpec spec{.arch = Arch::kNemotronH, .name = "nemotronh", .gguf_architecture = "nemotron_h",
+                             .gguf_moe_architecture = "nemotron_h_moe",
                              .hf_model_type = "nemotron_h", .hf_architecture = "NemotronHForCausalLM",
                              .block = NemotronHBlock, .activation = Activation::kRelu2, .moe = true,
                              .default_norm_topk_prob = true};

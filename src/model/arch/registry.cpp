@@ -37,10 +37,19 @@ const ArchSpec* SpecByName(std::string_view name) {
   return nullptr;
 }
 
+std::string GgufArchitectureFor(const ModelConfig& c) {
+  const ArchSpec& spec = SpecFor(c.arch);
+  const bool experts = c.hybrid() ? c.layer_pattern.find('E') != std::string::npos : c.n_experts > 0;
+  return std::string(experts && !spec.gguf_moe_architecture.empty() ? spec.gguf_moe_architecture
+                                                                    : spec.gguf_architecture);
+}
+
 const ArchSpec* SpecByGgufArchitecture(std::string_view gguf_architecture) {
   // Several families share a GGUF name ("llama" for Mistral too): the first listed wins.
   for (const ArchSpec* s : AllSpecs())
-    if (s->gguf_architecture == gguf_architecture) return s;
+    if (s->gguf_architecture == gguf_architecture ||
+        (!s->gguf_moe_architecture.empty() && s->gguf_moe_architecture == gguf_architecture))
+      return s;
   return nullptr;
 }
 

@@ -16,6 +16,7 @@ class SamplingParams:
     stop_token_ids: List[int]
     stop: List[str]
     ignore_eos: bool
+    skip_special_tokens: bool
     logprobs: int
     n: int
     seed: int

@@ -16,6 +16,7 @@ class SamplingParams:
     stop_token_ids: List[int]
     stop: List[str]
     ignore_eos: bool
+    skip_special_tokens: bool
     logprobs: int
     n: int
     seed: int
@@ -157,3 +158,7 @@ class Grammars:
 def detect_tool_parser(tokenizer: Tokenizer) -> str: ...
 def parse_tool_calls(parser: str, text: str, opening: str = "",
                      single_call: bool = False) -> Tuple[str, List[Tuple[str, str, str]]]: ...
+
+class ToolCallStream:
+    def __init__(self, parser: str, opening: str = "", single_call: bool = False) -> None: ...
+    def add(self, text: str, final: bool) -> Tuple[str, List[Tuple[str, str, str]]]: ...

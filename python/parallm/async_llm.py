@@ -7,9 +7,9 @@ import itertools
 from typing import Any, AsyncIterator, Dict, List, Optional, Union
 
 from . import _parallm
-from .llm import LLM, PromptType, _Prompt
+from .llm import LLM, PromptType, _Prompt, _ToolRequest
 from .lora import LoRARequest
-from .outputs import CompletionOutput, RequestOutput, _cumulative, _logprobs
+from .outputs import CompletionOutput, FunctionCall, RequestOutput, ToolCall, _cumulative, _logprobs
 from .sampling_params import SamplingParams
 from .tokenizer import Conversation, Tokenizer
 
@@ -71,13 +71,20 @@ class AsyncLLM:
             await outputs.aclose()
 
     async def chat(self, messages: Conversation, sampling_params: Optional[SamplingParams] = None,
-                   request_id: Optional[str] = None, lora_request: Optional[LoRARequest] = None,
-                   **template_kwargs: Any) -> AsyncIterator[RequestOutput]:
-        """generate() for one conversation, rendered through the model's chat template."""
-        tokenizer = self.get_tokenizer()
-        text = tokenizer.render_chat(messages, **template_kwargs)
-        item = _Prompt(text, tokenizer.encode(text, add_special_tokens=False))
-        outputs = self._outputs(item, sampling_params or SamplingParams(), request_id, lora_request)
+                   request_id: Optional[str] = None, lora_request: Optional[LoRARequest] = None, *,
+                   tools: Optional[List[Dict[str, Any]]] = None,
+                   tool_choice: Union[str, Dict[str, Any], None] = None, parallel_tool_calls: bool = True,
+                   tool_parser: Optional[str] = None, **template_kwargs: Any) -> AsyncIterator[RequestOutput]:
+        """generate() for one conversation, rendered through the model's chat template (`template_kwargs` are
+        more template variables).
+
+        `tools`, `tool_choice`, `parallel_tool_calls` and `tool_parser` are LLM.chat's: with tools, each output's
+        ``text`` is the content so far and ``tool_calls`` the calls completed so far (a call appears once it is
+        whole, never half-way); the last output is exactly what LLM.chat returns. Bad tools raise ValueError at
+        the first iteration."""
+        tool_request = self._llm._tool_request(tools, tool_choice, parallel_tool_calls, tool_parser)
+        item = self._llm._chat_prompt(messages, tool_request, tools=tools, **template_kwargs)
+        outputs = self._outputs(item, sampling_params or SamplingParams(), request_id, lora_request, tool_request)
         try:
             async for out in outputs:
                 yield out
@@ -124,11 +131,11 @@ class AsyncLLM:
             if queue is not None:  # else: a request whose consumer went away (it was cancelled)
                 queue.put_nowait(delta)
 
-    async def _deltas(self, item: _Prompt, params: SamplingParams,
-                      lora: Optional[LoRARequest] = None) -> AsyncIterator[Any]:
+    async def _deltas(self, item: _Prompt, params: SamplingParams, lora: Optional[LoRARequest] = None,
+                      tools: Optional[_ToolRequest] = None) -> AsyncIterator[Any]:
         """Submits the request (ValueError if the engine refuses it) and yields its progress, step by step;
         leaving early (or the task being cancelled) cancels it."""
-        native = self._llm._native([item], [params])[0]
+        native = self._llm._native([item], [params], tools)[0]
         self._watch()
         tag = next(self._tags)
         queue: asyncio.Queue = asyncio.Queue()
@@ -155,11 +162,13 @@ class AsyncLLM:
                 self._llm._engine.cancel(request)
 
     async def _outputs(self, item: _Prompt, params: SamplingParams, request_id: Optional[str],
-                       lora: Optional[LoRARequest] = None) -> AsyncIterator[RequestOutput]:
-        deltas = self._deltas(item, params, lora)
+                       lora: Optional[LoRARequest] = None,
+                       tools: Optional[_ToolRequest] = None) -> AsyncIterator[RequestOutput]:
+        deltas = self._deltas(item, params, lora, tools)
         rid = request_id if request_id is not None else str(next(self._request_ids))
         choices = [CompletionOutput(k, "", [], None, None) for k in range(params.n)]
         samples: List[List[Any]] = [[] for _ in range(params.n)]
+        calls = [_ChoiceCalls(tools) for _ in range(params.n)] if tools is not None else None
         decode = self._llm._decode_one
         try:
             async for delta in deltas:
@@ -168,6 +177,11 @@ class AsyncLLM:
                                              _cumulative(samples[k], params.logprobs),
                                              _logprobs(samples[k], params.logprobs, decode), out.finish_reason)
                             for k, out in enumerate(choices)]
+                if calls is not None:
+                    for c in delta.choices:
+                        calls[c.index].add(c.text, c.finished, choices[c.index])
+                    for k, out in enumerate(snapshot):
+                        calls[k].show(out)
                 yield RequestOutput(rid, item.text, item.token_ids, snapshot, delta.done, delta.cached_tokens)
         finally:
             await deltas.aclose()
@@ -185,3 +199,33 @@ class AsyncLLM:
             if c.finished:
                 out.finish_reason = c.finish_reason or None
 
+
+class _ChoiceCalls:
+    """One choice's tool calls as its text streams in: the content so far and the calls completed so far; once
+    the choice finishes, what LLM.chat reports for the whole text (a forced answer is calls only; one cut short
+    keeps its text and has no calls)."""
+
+    def __init__(self, tools: _ToolRequest) -> None:
+        self._tools = tools
+        self._stream = _parallm.ToolCallStream(tools.parser, tools.opening, tools.single_call)
+        self.content = ""
+        self.calls: List[ToolCall] = []
+        self.finished = False
+
+    def add(self, text: str, finished: bool, choice: CompletionOutput) -> None:
+        content, calls = self._stream.add(text, finished)
+        self.content += content
+        self.calls += [ToolCall(id=i, function=FunctionCall(name=n, arguments=a)) for i, n, a in calls]
+        if finished:
+            self.finished = True
+            if self.calls:
+                self.content = "" if self._tools.opening else self.content
+            else:
+                self.content = choice.text
+
+    def show(self, out: CompletionOutput) -> None:
+        """Puts the content and calls so far into a snapshot of the choice."""
+        out.text = self.content
+        out.tool_calls = list(self.calls)
+        if self.finished and self.calls:
+            out.finish_reason = "tool_calls"

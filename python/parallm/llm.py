@@ -201,27 +201,10 @@ class LLM:
         Raises ValueError for bad tools or tool_choice (naming what is wrong), or when the call format is unknown.
         """
         conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
-        tool_request = None
-        if tools:
-            if tool_parser is None:
-                tool_parser = _parallm.detect_tool_parser(self._engine.tokenizer)
-                tool_parser = "" if tool_parser == "none" else tool_parser
-        if tools and (tool_parser or tool_choice is not None):
-            # (A template whose call format is unknown, with no tool_choice asked: tools only reach the template.)
-            body = json.dumps({"tools": tools, "tool_choice": "auto" if tool_choice is None else tool_choice,
-                               "parallel_tool_calls": parallel_tool_calls})
-            # Checks the tools and compiles the grammar once (the compiler caches it for every request).
-            opening = self._grammars().apply_tools(_parallm.SamplingParams(), body, tool_parser)
-            if tool_choice != "none":
-                tool_request = _ToolRequest(body, tool_parser, opening, not parallel_tool_calls)
-        items = []
-        for conversation in conversations:
-            text = self._tokenizer.render_chat(conversation, tools=tools,
-                                               add_generation_prompt=add_generation_prompt,
-                                               **(chat_template_kwargs or {}))
-            # A forced call's opening ends the prompt: the answer goes on from inside the call.
-            text += tool_request.opening if tool_request else ""
-            items.append(_Prompt(text, self._tokenizer.encode(text, add_special_tokens=False)))
+        tool_request = self._tool_request(tools, tool_choice, parallel_tool_calls, tool_parser)
+        items = [self._chat_prompt(conversation, tool_request, tools=tools,
+                                   add_generation_prompt=add_generation_prompt, **(chat_template_kwargs or {}))
+                 for conversation in conversations]
         return self._generate(items, sampling_params, use_tqdm, lora_request, tools=tool_request)
 
     def stream_generate(self, prompt: PromptType, sampling_params: Optional[SamplingParams] = None, *,
@@ -236,6 +219,33 @@ class LLM:
         return (choice.text for delta in stream for choice in delta.choices if choice.text)
 
     # -- internals -----------------------------------------------------------------------------------------------
+    def _tool_request(self, tools: Optional[List[Dict[str, Any]]], tool_choice: Union[str, Dict[str, Any], None],
+                      parallel_tool_calls: bool, tool_parser: Optional[str]) -> Optional[_ToolRequest]:
+        """chat()'s tool arguments checked (ValueError naming what is wrong); None when the answers are not parsed
+        for calls."""
+        if not tools:
+            return None
+        if tool_parser is None:
+            tool_parser = _parallm.detect_tool_parser(self._engine.tokenizer)
+            tool_parser = "" if tool_parser == "none" else tool_parser
+        if not tool_parser and tool_choice is None:
+            return None  # a template whose call format is unknown, no tool_choice asked: tools only reach it
+        body = json.dumps({"tools": tools, "tool_choice": "auto" if tool_choice is None else tool_choice,
+                           "parallel_tool_calls": parallel_tool_calls})
+        # Checks the tools and compiles the grammar once (the compiler caches it for every request).
+        opening = self._grammars().apply_tools(_parallm.SamplingParams(), body, tool_parser)
+        if tool_choice == "none":
+            return None
+        return _ToolRequest(body, tool_parser, opening, not parallel_tool_calls)
+
+    def _chat_prompt(self, conversation: Conversation, tool_request: Optional[_ToolRequest],
+                     **template_kwargs: Any) -> _Prompt:
+        """One conversation through the chat template; a forced call's opening ends the prompt (the answer goes
+        on from inside the call)."""
+        text = self._tokenizer.render_chat(conversation, **template_kwargs)
+        text += tool_request.opening if tool_request else ""
+        return _Prompt(text, self._tokenizer.encode(text, add_special_tokens=False))
+
     @staticmethod
     def _prompt_list(prompts: Any) -> List[Any]:
         if isinstance(prompts, (str, dict)):

@@ -94,6 +94,9 @@ class SamplingParams:
         max_tokens: tokens to generate at most; None: as many as the context leaves after the prompt.
         logprobs: None for none; 0 for the sampled token's logprob; k > 0 also the k most likely tokens.
         logit_bias: token id -> value added to its logit.
+        skip_special_tokens: leave special tokens out of the text (True, the default). LLM.chat's mistral tool
+            parser turns it off, since Mistral's [TOOL_CALLS] marker is one. EOS and stop_token_ids end the
+            output and are never part of it.
         structured_outputs: a StructuredOutputsParams the output must follow (JSON Schema, regex, choice, grammar).
         guided_decoding: the same under vLLM's older name (a GuidedDecodingParams); give one of the two.
 
@@ -103,14 +106,14 @@ class SamplingParams:
 
     __slots__ = ("n", "presence_penalty", "frequency_penalty", "repetition_penalty", "temperature", "top_p",
                  "top_k", "min_p", "seed", "stop", "stop_token_ids", "ignore_eos", "max_tokens", "logprobs",
-                 "logit_bias", "structured_outputs")
+                 "logit_bias", "skip_special_tokens", "structured_outputs")
 
     def __init__(self, *, n: int = 1, presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
                  repetition_penalty: float = 1.0, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
                  min_p: float = 0.0, seed: Optional[int] = None, stop: Union[None, str, Sequence[str]] = None,
                  stop_token_ids: Optional[Sequence[int]] = None, ignore_eos: bool = False,
                  max_tokens: Optional[int] = 16, logprobs: Optional[int] = None,
-                 logit_bias: Optional[Dict[int, float]] = None,
+                 logit_bias: Optional[Dict[int, float]] = None, skip_special_tokens: bool = True,
                  structured_outputs: Optional[StructuredOutputsParams] = None,
                  guided_decoding: Optional[StructuredOutputsParams] = None) -> None:
         self.n = _integer("n", n)
@@ -142,6 +145,9 @@ class SamplingParams:
             # JSON clients send token ids as strings, as OpenAI's API does.
             key = int(token) if isinstance(token, str) and token.lstrip("-").isdigit() else token
             self.logit_bias[_integer("logit_bias key", key)] = _number("logit_bias value", bias)
+        if not isinstance(skip_special_tokens, bool):
+            raise TypeError("SamplingParams.skip_special_tokens must be a bool")
+        self.skip_special_tokens = skip_special_tokens
         if structured_outputs is not None and guided_decoding is not None:
             raise ValueError("give structured_outputs or guided_decoding (its older name), not both")
         constraint = structured_outputs if structured_outputs is not None else guided_decoding
@@ -190,6 +196,7 @@ class SamplingParams:
         p.stop_token_ids = self.stop_token_ids
         p.stop = self.stop
         p.ignore_eos = self.ignore_eos
+        p.skip_special_tokens = self.skip_special_tokens
         p.logprobs = -1 if self.logprobs is None else self.logprobs
         p.n = self.n
         if self.seed is not None:

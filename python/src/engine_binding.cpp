@@ -192,6 +192,7 @@ void BindEngine(py::module_& m) {
       .def_readwrite("stop_token_ids", &SamplingParams::stop_token_ids)
       .def_readwrite("stop", &SamplingParams::stop)
       .def_readwrite("ignore_eos", &SamplingParams::ignore_eos)
+      .def_readwrite("skip_special_tokens", &SamplingParams::skip_special_tokens)
       .def_readwrite("logprobs", &SamplingParams::logprobs)
       .def_readwrite("n", &SamplingParams::n)
       .def_readwrite("seed", &SamplingParams::seed)

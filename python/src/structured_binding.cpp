@@ -77,6 +77,24 @@ class Grammars {
   std::unique_ptr<structured::GrammarCompiler> compiler_;
 };
 
+// The tool-call parser as the text streams in (AsyncLLM.chat): what became final content and the calls that
+// became complete, with new ids; the pieces reassemble to what parse_tool_calls reports for the whole text.
+class ToolCalls {
+ public:
+  ToolCalls(const std::string& parser, const std::string& opening, bool single_call)
+      : parser_(ParserByName(parser)), stream_(parser_, opening, single_call) {}
+  py::tuple Add(const std::string& text, bool final) {
+    openai::ToolCallStream::Output out = stream_.Add(text, final);
+    std::vector<std::tuple<std::string, std::string, std::string>> calls;
+    for (const openai::ToolCall& c : out.calls) calls.emplace_back(openai::NewToolCallId(parser_), c.name, c.arguments);
+    return py::make_tuple(out.content, calls);
+  }
+
+ private:
+  openai::ToolParser parser_;
+  openai::ToolCallStream stream_;
+};
+
 }  // namespace
 
 void BindStructured(py::module_& m) {
@@ -99,6 +117,11 @@ void BindStructured(py::module_& m) {
         },
         py::arg("parser"), py::arg("text"), py::arg("opening") = "", py::arg("single_call") = false,
         "(content, [(id, name, arguments)]) found in a model's answer by the named tool parser.");
+  py::class_<ToolCalls>(m, "ToolCallStream", "Tool calls parsed out of a model's answer as it streams.")
+      .def(py::init<const std::string&, const std::string&, bool>(), py::arg("parser"), py::arg("opening") = "",
+           py::arg("single_call") = false)
+      .def("add", &ToolCalls::Add, py::arg("text"), py::arg("final"),
+           "(new content, [(id, name, arguments)] of the calls `text` completed); `final` flushes the rest.");
 }
 
 }  // namespace parallm::python

@@ -107,6 +107,18 @@ def test_stop_strings_and_logprobs(llm):
         assert entry[token].decoded_token == llm.get_tokenizer().decode([token], skip_special_tokens=False)
         total += entry[token].logprob
     assert math.isclose(out.cumulative_logprob, total, rel_tol=1e-5)
+    # skip_special_tokens: a special token the model writes (<|im_start|>: this tiny model repeats the prompt's last
+    # token, and logit_bias pushes it too) stays out of the text by default and is kept when asked.
+    start = llm.get_tokenizer().encode("<|im_start|>", add_special_tokens=False)
+    assert len(start) == 1
+    forced = dict(temperature=0, max_tokens=3, ignore_eos=True, logit_bias={start[0]: 100.0})
+    skipped, kept = (llm.generate("Once upon a<|im_start|>",
+                                  parallm.SamplingParams(**forced, skip_special_tokens=skip))[0].outputs[0]
+                     for skip in (True, False))
+    assert skipped.token_ids == kept.token_ids == start * 3
+    assert (skipped.text, kept.text) == ("", "<|im_start|>" * 3)
+    with pytest.raises(TypeError, match="skip_special_tokens"):
+        parallm.SamplingParams(skip_special_tokens=1)
 
 
 def test_structured_outputs_equal_cli_batch(cli, qwen3_model, llm, workdir):

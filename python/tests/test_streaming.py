@@ -196,3 +196,41 @@ def test_lora_request_in_chat_streams_and_asyncio(cli, llm, workdir):
     with pytest.raises(TypeError, match="LoRARequest"):
         llm.stream_generate("x", params, lora_request="stream-lora")
     _all_blocks_free(llm)
+
+
+def test_asyncio_chat_with_tools(llm):
+    """AsyncLLM.chat takes LLM.chat's tools: calls appear in the snapshots only once whole, and the last snapshot
+    equals LLM.chat's answer (forced calls constrained by the grammar, so even this random model calls)."""
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {
+        "type": "object", "required": ["a", "b"], "additionalProperties": False,
+        "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9},
+                       "b": {"type": "integer", "minimum": 0, "maximum": 9}}}}}]
+    ask = [{"role": "user", "content": "What is 2 + 3?"}]
+    engine = parallm.AsyncLLM(llm)
+    cases = [("required", parallm.SamplingParams(max_tokens=60, temperature=1.0, seed=5)),
+             ({"type": "function", "function": {"name": "add"}},
+              parallm.SamplingParams(max_tokens=60, temperature=1.0, seed=6)),
+             (None, parallm.SamplingParams(max_tokens=6, temperature=0))]
+
+    async def run(choice, params):
+        return [o async for o in engine.chat(ask, params, tools=tools, tool_choice=choice,
+                                             parallel_tool_calls=False)]
+
+    for choice, params in cases:
+        snapshots = asyncio.run(run(choice, params))
+        want = llm.chat(ask, params, tools=tools, tool_choice=choice, parallel_tool_calls=False)[0].outputs[0]
+        got = snapshots[-1].outputs[0]
+        assert snapshots[-1].finished
+        assert (got.text, got.finish_reason, got.token_ids) == (want.text, want.finish_reason, want.token_ids)
+        assert [(c.function.name, c.function.arguments) for c in got.tool_calls] == \
+            [(c.function.name, c.function.arguments) for c in want.tool_calls]
+        if choice is not None:
+            assert got.finish_reason == "tool_calls" and len(got.tool_calls) == 1, got
+            # Forced: no content, and the call shows up whole (in the last snapshot only, here: single call).
+            assert all(s.outputs[0].text == "" for s in snapshots)
+            assert all(s.outputs[0].tool_calls == [] for s in snapshots[:-1])
+        else:
+            assert got.tool_calls == [] and got.text == want.text
+    with pytest.raises(ValueError, match="nope"):
+        asyncio.run(run({"type": "function", "function": {"name": "nope"}}, parallm.SamplingParams()))
+    _all_blocks_free(llm)

@@ -169,7 +169,9 @@ void AsyncEngine::TakeInbox() {
     a->arrival = p->arrival;
     a->texts.resize(static_cast<size_t>(n));
     if (tokenizer_)
-      for (auto& t : a->texts) t = std::make_unique<ChoiceText>(*tokenizer_, a->prompt, p->request.params.stop);
+      for (auto& t : a->texts)
+        t = std::make_unique<ChoiceText>(*tokenizer_, a->prompt, p->request.params.stop,
+                                         p->request.params.skip_special_tokens);
     a->last_token.resize(static_cast<size_t>(n));
     a->finished.assign(static_cast<size_t>(n), false);
     a->open_choices = n;

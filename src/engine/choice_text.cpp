@@ -3,8 +3,9 @@
 
 namespace parallm {
 
-ChoiceText::ChoiceText(const Tokenizer& tokenizer, std::span<const int32_t> prompt, const std::vector<std::string>& stop)
-    : detok_(tokenizer, prompt, /*skip_special=*/true) {
+ChoiceText::ChoiceText(const Tokenizer& tokenizer, std::span<const int32_t> prompt,
+                       const std::vector<std::string>& stop, bool skip_special)
+    : detok_(tokenizer, prompt, skip_special) {
   if (!stop.empty()) stops_ = std::make_unique<StopStringMatcher>(stop);
 }
 

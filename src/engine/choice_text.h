@@ -16,8 +16,10 @@ namespace parallm {
 
 class ChoiceText {
  public:
-  // `prompt` primes the detokenizer (a leading space depends on what came before); `stop` may be empty.
-  ChoiceText(const Tokenizer& tokenizer, std::span<const int32_t> prompt, const std::vector<std::string>& stop);
+  // `prompt` primes the detokenizer (a leading space depends on what came before); `stop` may be empty;
+  // `skip_special`: special tokens are left out of the text (SamplingParams::skip_special_tokens).
+  ChoiceText(const Tokenizer& tokenizer, std::span<const int32_t> prompt, const std::vector<std::string>& stop,
+             bool skip_special = true);
 
   struct Step {
     std::string text;      // text that became final with these tokens

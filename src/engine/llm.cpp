@@ -65,7 +65,7 @@ Result<std::vector<Completion>> LLM::Generate(const std::vector<std::vector<int3
       bool stopped = false;
       if (tokenizer_) {
         std::unique_ptr<ChoiceText>& t = text[{i, out.choice_index}];
-        if (!t) t = std::make_unique<ChoiceText>(*tokenizer_, prompts[i], p.stop);
+        if (!t) t = std::make_unique<ChoiceText>(*tokenizer_, prompts[i], p.stop, p.skip_special_tokens);
         ChoiceText::Step step = t->Add(out.new_tokens, out.finished);
         if (step.stopped && !out.finished) engine_.Stop(out.id);  // its final output arrives next step
         new_text = std::move(step.text);

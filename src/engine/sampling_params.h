@@ -33,6 +33,10 @@ struct SamplingParams {
   int32_t n = 1;                    // n: completions per prompt; the copies share the prompt's KV blocks
   uint64_t seed = 0;                // seed: the request's own RNG stream (copy k of n uses seed + k)
   bool has_seed = false;            // no seed: the engine derives one from the request id
+  // skip_special_tokens (vLLM's): special tokens the model writes are left out of the text. The mistral tool
+  // parser turns it off, since its [TOOL_CALLS] marker is one. A stop token (EOS, stop_token_ids) is not part of
+  // the output, so never of the text.
+  bool skip_special_tokens = true;
   // response_format / structured_outputs: the output must follow this grammar (compiled for the model's
   // vocabulary by structured::GrammarCompiler); each step's logits are masked to the tokens it allows, and the
   // request stops once the grammar is complete and nothing may follow.

@@ -114,10 +114,10 @@ std::optional<ApiError> NormalizeContent(boost::json::object& message, size_t in
 }  // namespace
 
 std::string ParamOfMessage(std::string_view message) {
-  static constexpr std::array<std::string_view, 29> kFields = {
+  static constexpr std::array<std::string_view, 30> kFields = {
       "max_tokens", "n",  "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
-      "repetition_penalty", "seed", "ignore_eos", "logprobs", "top_logprobs", "logit_bias", "stop",
-      "stop_token_ids", "prompt", "messages", "model", "stream", "max_completion_tokens", "response_format",
+      "repetition_penalty", "seed", "ignore_eos", "skip_special_tokens", "logprobs", "top_logprobs", "logit_bias",
+      "stop", "stop_token_ids", "prompt", "messages", "model", "stream", "max_completion_tokens", "response_format",
       "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar", "tools", "tool_choice"};
   std::string_view word = message;
   if (!word.empty() && word.front() == '\'') word.remove_prefix(1);

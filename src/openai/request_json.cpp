@@ -62,6 +62,10 @@ Result<SamplingParams> ParseSamplingParams(const boost::json::object& o) {
     if (!v->is_bool()) return Err("'ignore_eos' must be true or false");
     p.ignore_eos = v->as_bool();
   }
+  if (const boost::json::value* v = o.if_contains("skip_special_tokens"); v && !v->is_null()) {
+    if (!v->is_bool()) return Err("'skip_special_tokens' must be true or false");
+    p.skip_special_tokens = v->as_bool();
+  }
   if (const boost::json::value* v = o.if_contains("logprobs"); v && !v->is_null()) {
     // Completions API: an integer k; chat API: a boolean plus top_logprobs.
     if (v->is_bool()) {

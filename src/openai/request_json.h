@@ -17,8 +17,9 @@
 namespace parallm::openai {
 
 // Reads max_tokens, temperature, top_p, top_k, min_p, seed, presence_penalty, frequency_penalty,
-// repetition_penalty, logit_bias, stop_token_ids, ignore_eos, logprobs from `o`; errors name the field and the
-// expected type. Unknown fields are ignored (clients send many); range checks are SamplingParams::Validate's.
+// repetition_penalty, logit_bias, stop_token_ids, ignore_eos, skip_special_tokens, logprobs from `o`; errors name
+// the field and the expected type. Unknown fields are ignored (clients send many); range checks are
+// SamplingParams::Validate's.
 Result<SamplingParams> ParseSamplingParams(const boost::json::object& o);
 
 struct BatchRequest {

@@ -126,6 +126,7 @@ Result<std::optional<std::string>> ToolChoiceGbnf(ToolParser parser, const Tools
 
 Status ApplyToolChoiceGrammar(ToolParser parser, const ToolsRequest& tools, structured::GrammarCompiler* compiler,
                               SamplingParams* params) {
+  if (parser == ToolParser::kMistral && tools.parses_calls()) params->skip_special_tokens = false;
   PARALLM_ASSIGN_OR_RETURN(std::optional<std::string> gbnf, ToolChoiceGbnf(parser, tools));
   if (!gbnf) return Status::Ok();
   const bool forced = tools.choice != ToolChoice::kAuto;

@@ -29,6 +29,9 @@ Result<std::optional<std::string>> ToolChoiceGbnf(ToolParser parser, const Tools
 
 // Compiles ToolChoiceGbnf into params->grammar. A forced choice together with response_format or
 // structured_outputs (params->grammar already set) is an error; so is a constraint without a compiler.
+// With the mistral parser and calls to parse (tools given, tool_choice not "none") it also turns
+// params->skip_special_tokens off, as vLLM's MistralToolParser.adjust_request does: a Mistral model's
+// [TOOL_CALLS] marker is a special token, which the parser must see in the text.
 Status ApplyToolChoiceGrammar(ToolParser parser, const ToolsRequest& tools, structured::GrammarCompiler* compiler,
                               SamplingParams* params);
 

@@ -77,6 +77,7 @@ int32_t CompiledGrammar::InternState(std::vector<int32_t> stacks) {
   State& s = states_.emplace_back();
   s.can_end = stacks.front() == 0;
   next_.resize(next_.size() + 256, kUnknown);
+  loops_.push_back(-1);
   s.stacks = stacks;
   state_ids_.emplace(std::move(stacks), id);
   return id;
@@ -108,15 +109,32 @@ int32_t CompiledGrammar::Next(int32_t state, uint8_t byte) {
   return next;
 }
 
+bool CompiledGrammar::Loops(int32_t state) {
+  State& s = states_[static_cast<size_t>(state)];
+  if (!s.loop_known) {
+    for (int b = 0; b < 256; ++b)
+      if (Next(state, static_cast<uint8_t>(b)) == state) s.loop[static_cast<size_t>(b) >> 6] |= uint64_t{1} << (b & 63);
+    s.loop_known = true;
+    loops_[static_cast<size_t>(state)] = (s.loop[0] | s.loop[1] | s.loop[2] | s.loop[3]) != 0 ? 1 : 0;
+  }
+  return loops_[static_cast<size_t>(state)] == 1;
+}
+
 std::shared_ptr<const std::vector<uint32_t>> CompiledGrammar::Mask(int32_t state) {
   if (const auto& m = states_[static_cast<size_t>(state)].mask) return m;
   auto mask = std::make_shared<std::vector<uint32_t>>(static_cast<size_t>(vocab_->mask_words()), 0u);
-  const auto& trie = vocab_->trie();
-  const auto& ids = vocab_->token_ids();
+  uint32_t* bits = mask->data();
+  const TokenVocab::TrieNode* trie = vocab_->trie().data();
+  const int32_t* first = vocab_->first_token().data();
+  const int32_t* ids = vocab_->token_ids().data();
+  const size_t nodes = vocab_->trie().size();
+  auto allow = [&](int32_t begin, int32_t end) {
+    for (int32_t t = begin; t < end; ++t) bits[static_cast<uint32_t>(ids[t]) >> 5] |= 1u << (ids[t] & 31);
+  };
   walk_[0] = state;
   // Preorder walk: a node's parent state is walk_[depth - 1]; a refused byte skips the whole subtree.
-  for (size_t i = 0; i < trie.size();) {
-    const TokenVocab::TrieNode& node = trie[i];
+  for (size_t i = 0; i < nodes;) {
+    const TokenVocab::TrieNode node = trie[i];
     const int32_t from = walk_[node.depth - 1u];
     int32_t next = next_[static_cast<size_t>(from) * 256 + node.byte];
     if (next == kUnknown) next = Next(from, node.byte);
@@ -125,31 +143,23 @@ std::shared_ptr<const std::vector<uint32_t>> CompiledGrammar::Mask(int32_t state
       continue;
     }
     walk_[node.depth] = next;
-    // A self-loop (inside a string: one more ordinary character) whose loop bytes cover everything below this
-    // node: every token of the subtree is allowed, no need to walk it.
-    if (next == walk_[node.depth - 1u] && node.skip > static_cast<int32_t>(i) + 1) {
-      State& s = states_[static_cast<size_t>(next)];
-      if (!s.loop_known) {
-        for (int b = 0; b < 256; ++b)
-          if (Next(next, static_cast<uint8_t>(b)) == next) s.loop[static_cast<size_t>(b) >> 6] |= uint64_t{1} << (b & 63);
-        s.loop_known = true;
-      }
+    // A state with self-loops (inside a string: one more ordinary character) whose loop bytes cover everything
+    // below this node: every path below stays in it, so the whole subtree is allowed without walking it. The
+    // loop bytes of a state are computed the first time it loops (inside a string, at once); from then on any
+    // node that reaches the state takes the shortcut (e.g. after a multi-byte character brought it back).
+    const int8_t loops = loops_[static_cast<size_t>(next)];
+    if (node.skip > static_cast<int32_t>(i) + 1 && (loops == 1 || (loops < 0 && next == from && Loops(next)))) {
+      const TokenVocab::ByteBits& loop = states_[static_cast<size_t>(next)].loop;
       const TokenVocab::ByteBits& below = vocab_->bytes_below(static_cast<int32_t>(i));
       bool covered = true;
-      for (size_t k = 0; k < 4; ++k) covered &= (below[k] & ~s.loop[k]) == 0;
+      for (size_t k = 0; k < 4; ++k) covered &= (below[k] & ~loop[k]) == 0;
       if (covered) {
-        for (int32_t t = node.subtree_begin; t < node.subtree_end; ++t) {
-          const int32_t id = ids[static_cast<size_t>(t)];
-          (*mask)[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
-        }
+        allow(first[i], first[node.skip]);
         i = static_cast<size_t>(node.skip);
         continue;
       }
     }
-    for (int32_t t = node.token_begin; t < node.token_end; ++t) {
-      const int32_t id = ids[static_cast<size_t>(t)];
-      (*mask)[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
-    }
+    allow(first[i], first[i + 1]);
     ++i;
   }
   states_[static_cast<size_t>(state)].mask = mask;

@@ -60,6 +60,8 @@ class CompiledGrammar {
   int32_t InitialState();
   int32_t Next(int32_t state, uint8_t byte);
   std::shared_ptr<const std::vector<uint32_t>> Mask(int32_t state);
+  // Whether `state` has self-loops (its loop bytes computed on first call).
+  bool Loops(int32_t state);
   int32_t Intern(int32_t pos, int32_t parent);
   void Expand(int32_t pos, int32_t parent, std::vector<int32_t>* out);
   int32_t InternState(std::vector<int32_t> stacks);
@@ -73,6 +75,9 @@ class CompiledGrammar {
   // next_[state * 256 + byte]: the state after `byte`, kDead, or kUnknown until first asked (one flat table: the
   // mask walk does one load per trie node when the transition is known).
   std::vector<int32_t> next_;
+  // Per state: -1 until its loop bytes are known, then 1 when it has self-loops, 0 when not (one byte per state:
+  // the mask walk asks at every node it accepts).
+  std::vector<int8_t> loops_;
   std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> state_ids_;
   std::vector<uint64_t> expanded_;  // (pos, parent) pairs seen in the current expansion
   std::vector<int32_t> walk_;       // per trie depth: the state reached (mask computation)

@@ -92,7 +92,6 @@ void TokenVocab::BuildTrie() {
     const size_t n = static_cast<size_t>(path.back());
     path.pop_back();
     trie_[n].skip = static_cast<int32_t>(trie_.size());
-    trie_[n].subtree_end = static_cast<int32_t>(token_ids_.size());
     if (!path.empty()) {
       ByteBits& up = below_[static_cast<size_t>(path.back())];
       for (size_t k = 0; k < 4; ++k) up[k] |= below_[n][k];
@@ -108,18 +107,16 @@ void TokenVocab::BuildTrie() {
     while (path.size() > common) close();
     for (size_t i = common; i < w.size(); ++i) {
       path.push_back(static_cast<int32_t>(trie_.size()));
-      const int32_t first = static_cast<int32_t>(token_ids_.size());
-      trie_.push_back({static_cast<uint8_t>(w[i]), static_cast<uint16_t>(i + 1), 0, 0, 0, first, first});
+      trie_.push_back({static_cast<uint8_t>(w[i]), static_cast<uint16_t>(i + 1), 0});
+      first_token_.push_back(static_cast<int32_t>(token_ids_.size()));
       below_.push_back({0, 0, 0, 0});
     }
-    TrieNode& end = trie_[static_cast<size_t>(path.back())];
-    if (end.token_end == end.token_begin) end.token_begin = end.token_end = static_cast<int32_t>(token_ids_.size());
     token_ids_.push_back(id);
-    end.token_end = static_cast<int32_t>(token_ids_.size());
     max_depth_ = std::max(max_depth_, static_cast<int32_t>(w.size()));
     prev = &w;
   }
   while (!path.empty()) close();
+  first_token_.push_back(static_cast<int32_t>(token_ids_.size()));
 }
 
 }  // namespace parallm::structured

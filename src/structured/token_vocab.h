@@ -17,16 +17,18 @@ namespace parallm::structured {
 
 class TokenVocab {
  public:
-  // One trie node: the byte on the edge into it, its depth (bytes from the root, >= 1), the index just past its
-  // subtree (to skip it when the byte is not allowed), the tokens that end here, and the tokens of its whole
-  // subtree (contiguous in token_ids(), which is in preorder).
+  // One trie node: the byte on the edge into it, its depth (bytes from the root, >= 1) and the index just past
+  // its subtree (to skip it when the byte is not allowed). 8 bytes, so that a walk over the 151K-token trie of
+  // Qwen (~400K nodes) reads little memory; the tokens of a node are in first_token().
   struct TrieNode {
     uint8_t byte;
     uint16_t depth;
     int32_t skip;
-    int32_t token_begin, token_end;        // range in token_ids()
-    int32_t subtree_begin, subtree_end;    // range in token_ids()
   };
+  // Per node, then one past the last: the index in token_ids() (which is in preorder) of the first token at or
+  // below it. The tokens ending at node i are [first_token[i], first_token[i + 1]); those of its whole subtree
+  // are [first_token[i], first_token[skip]).
+  const std::vector<int32_t>& first_token() const { return first_token_; }
   // The bytes on the edges below node i (not its own byte): 256 bits.
   using ByteBits = std::array<uint64_t, 4>;
   const ByteBits& bytes_below(int32_t node) const { return below_[static_cast<size_t>(node)]; }
@@ -52,6 +54,7 @@ class TokenVocab {
   int32_t size_ = 0;
   std::vector<std::string> bytes_;
   std::vector<TrieNode> trie_;
+  std::vector<int32_t> first_token_;
   std::vector<ByteBits> below_;
   std::vector<int32_t> token_ids_;
   int32_t max_depth_ = 0;

@@ -127,6 +127,46 @@ def main():
         assert got["named"]["text"] == "" and got["named"]["finish_reason"] == "tool_calls", got["named"]
         assert got["auto"]["text"] == "It is sunny in Paris." and "tool_calls" not in got["auto"], got["auto"]
         assert got["auto"]["finish_reason"] == "stop", got["auto"]
+        # The mistral parser under tool_choice "auto": Mistral's [TOOL_CALLS] marker is a special token, which the
+        # text keeps only because that parser turns skip_special_tokens off (as vLLM's adjust_request). Qwen3's
+        # tokenizer with [TOOL_CALLS] added as a special token; the model writes a v11-style call on its own.
+        mistral_tok = tmp / "mistral-tok"
+        mistral_tok.mkdir()
+        spec = json.loads((pathlib.Path(sys.argv[2]) / "tokenizer.json").read_text())
+        marker_id = max(t["id"] for t in spec["added_tokens"]) + 1
+        spec["added_tokens"].append({"id": marker_id, "content": "[TOOL_CALLS]", "single_word": False, "lstrip": False,
+                                     "rstrip": False, "normalized": False, "special": True})
+        (mistral_tok / "tokenizer.json").write_text(json.dumps(spec))
+        config = (pathlib.Path(sys.argv[2]) / "tokenizer_config.json").read_text()
+        (mistral_tok / "tokenizer_config.json").write_text(config)
+        mistral = tmp / "scripted-mistral"
+        r = run(binary, "make-model", "--arch", "qwen3", "--hidden", "64", "--layers", "1", "--heads", "2",
+                "--kv-heads", "1", "--head-dim", "32", "--ffn", "64", "--format", "hf", "--dtype", "f16",
+                "--tokenizer", str(mistral_tok),
+                "--script", 'assistant\n=>Sure.[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}<|im_end|>',
+                "-o", str(mistral))
+        assert r.returncode == 0, r.stderr
+        mistral_in = tmp / "mistral.jsonl"
+        mistral_in.write_text("\n".join(json.dumps(q) for q in [
+            {"id": "auto", "messages": ask, "tools": tools, "max_tokens": 32},
+            {"id": "none", "messages": ask, "tools": tools, "tool_choice": "none", "max_tokens": 32},
+            {"id": "kept", "messages": ask, "max_tokens": 32, "skip_special_tokens": False},
+        ]) + "\n")
+        mistral_out = tmp / "mistral_out.jsonl"
+        r = run(binary, "batch", "-m", str(mistral), "--input", str(mistral_in), "--output", str(mistral_out),
+                "--kv-cache-gb", "0.05", "--tool-call-parser", "mistral")
+        assert r.returncode == 0, r.stderr
+        got = {json.loads(l)["id"]: json.loads(l) for l in mistral_out.read_text().splitlines()}
+        assert marker_id in got["auto"]["token_ids"], got["auto"]
+        (call,) = got["auto"]["tool_calls"]
+        assert call["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}, got["auto"]
+        assert len(call["id"]) == 9 and call["id"].isalnum(), call  # Mistral's ids
+        assert got["auto"]["text"] == "Sure." and got["auto"]["finish_reason"] == "tool_calls", got["auto"]
+        # tool_choice "none" parses nothing, so the special token is skipped as usual; asked for, it is kept.
+        none_text = 'Sure.get_weather[ARGS]{"city": "Paris"}'
+        assert got["none"]["text"] == none_text and "tool_calls" not in got["none"], got["none"]
+        assert got["kept"]["text"] == 'Sure.[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}', got["kept"]
+        assert got["kept"]["finish_reason"] == "stop", got["kept"]  # EOS (<|im_end|>) ended it, not in the text
     print("batch: results equal solo runs; bad lines reported; resume works; text prompts and chat messages; tools")
 
 

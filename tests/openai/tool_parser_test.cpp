@@ -248,5 +248,25 @@ TEST(ToolParserTest, RealTokenTextsOfQwen3) {
   EXPECT_EQ(Of(whole.calls), (Calls{{"get_weather", "{\"city\": \"Paris\"}"}}));
 }
 
+// skip_special_tokens as the engine's text applies it: special tokens (Qwen3's <|im_start|>, <|endoftext|>) are
+// dropped by default and kept when it is off, whole or token by token.
+TEST(ToolParserTest, ChoiceTextKeepsSpecialTokensWhenAsked) {
+  auto text = ModelText::ForModel("synthetic:tiny", testing::FixturePath("tokenizers/qwen3"));
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  const Tokenizer& tok = *text->tokenizer();
+  const std::vector<int32_t> prompt = text->EncodePrompt("<|im_start|>assistant\n").value();
+  const std::vector<int32_t> ids = tok.Encode("Hi <|im_start|>there<|endoftext|>!", false, /*parse_special=*/true);
+  ASSERT_TRUE(tok.IsSpecial(ids.at(2))) << tok.TokenText(ids.at(2));
+  for (bool skip : {true, false}) {
+    ChoiceText whole(tok, prompt, {}, skip);
+    ChoiceText stepwise(tok, prompt, {}, skip);
+    std::string joined;
+    for (size_t i = 0; i < ids.size(); ++i) joined += stepwise.Add(std::span(&ids[i], 1), i + 1 == ids.size()).text;
+    const std::string expected = skip ? "Hi there!" : "Hi <|im_start|>there<|endoftext|>!";
+    EXPECT_EQ(whole.Add(ids, true).text, expected);
+    EXPECT_EQ(joined, expected);
+  }
+}
+
 }  // namespace
 }  // namespace parallm::openai

@@ -8,6 +8,7 @@
 
 #include "chat/chat_template.h"
 #include "openai/api_request.h"
+#include "openai/request_json.h"
 #include "test_paths.h"
 #include "../chat/chat_test_util.h"
 
@@ -247,6 +248,34 @@ TEST_F(ToolsRequestTest, ChoicesAgainstTheServersParser) {
                             ToolParser::kHermes, true);
   ASSERT_TRUE(std::holds_alternative<ApiError>(bad));
   EXPECT_EQ(std::get<ApiError>(bad).param, "messages");
+}
+
+// Mistral's [TOOL_CALLS] is a special token: the mistral parser keeps special tokens in the text whenever it parses
+// calls (vLLM's MistralToolParser.adjust_request); otherwise skip_special_tokens is the request's (default true).
+TEST_F(ToolsRequestTest, MistralParserKeepsSpecialTokens) {
+  const std::string head = std::string(R"({"max_tokens": 8, "messages": [{"role": "user", "content": "Weather?"}],
+                                           "tools": [)") + kWeather + "]";
+  auto skips = [&](const std::string& body, ToolParser parser) {
+    ParsedRequest r = ParseChatRequest(body, Context(parser, true));
+    if (auto* e = std::get_if<ApiError>(&r)) ADD_FAILURE() << body << ": " << e->message;
+    return std::holds_alternative<ApiRequest>(r) && std::get<ApiRequest>(r).params.skip_special_tokens;
+  };
+  EXPECT_FALSE(skips(head + "}", ToolParser::kMistral));
+  EXPECT_FALSE(skips(head + R"(, "skip_special_tokens": true})", ToolParser::kMistral));
+  EXPECT_FALSE(skips(head + R"(, "tool_choice": "required"})", ToolParser::kMistral));
+  EXPECT_TRUE(skips(head + R"(, "tool_choice": "none"})", ToolParser::kMistral));
+  EXPECT_TRUE(skips(head + "}", ToolParser::kHermes));
+  EXPECT_FALSE(skips(head + R"(, "skip_special_tokens": false})", ToolParser::kHermes));
+  const std::string plain = R"({"messages": [{"role": "user", "content": "x"}], "skip_special_tokens": )";
+  EXPECT_TRUE(skips(plain + "null}", ToolParser::kMistral));
+  ParsedRequest bad = ParseChatRequest(plain + R"("no"})", Context(ToolParser::kNone, false));
+  ASSERT_TRUE(std::holds_alternative<ApiError>(bad));
+  EXPECT_EQ(std::get<ApiError>(bad).param, "skip_special_tokens");
+  // Completions and batch lines read the field too (ParseSamplingParams).
+  auto line = ParseBatchLine(R"({"prompt_ids": [1], "skip_special_tokens": false})", 1, text_->tokenizer()->size(),
+                             text_);
+  ASSERT_TRUE(line.ok()) << line.status().message();
+  EXPECT_FALSE(line->params.skip_special_tokens);
 }
 
 }  // namespace

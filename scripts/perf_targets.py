@@ -61,11 +61,16 @@ def http_streams(binary, model, out):
         with open(out) as f:
             return json.load(f)
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server)
+
+
+def stop(server):
+    """SIGTERM, and SIGKILL if the server has not exited 30 s later."""
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
 
 
 def rows(mlx8, mlx4, q8, q4):

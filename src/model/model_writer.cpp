@@ -62,23 +62,32 @@ Status EmitRopeTensors(const ModelConfig& c, const TensorSink& sink) {
 
 namespace {
 
+// Appends m's rows, dequantized to f32, to `out`.
+void AppendRowsF32(const MatrixView& m, std::vector<float>& out) {
+  const size_t at = out.size();
+  out.resize(at + static_cast<size_t>(m.rows * m.cols));
+  for (int64_t r = 0; r < m.rows; ++r) DequantizeMatrixRow(m, r, out.data() + at + r * m.cols);
+}
+
+Status EmitMatrix(const TensorSink& sink, const std::string& name, const MatrixView& m) {
+  std::vector<float> v;
+  AppendRowsF32(m, v);
+  return sink(name, {m.rows, m.cols}, std::move(v));
+}
+
+// Experts stacked into one 3-D tensor [experts, rows, cols], GGUF's layout.
+Status EmitStacked(const TensorSink& sink, const std::string& name, const std::vector<MatrixView>& experts) {
+  std::vector<float> v;
+  for (const MatrixView& m : experts) AppendRowsF32(m, v);
+  return sink(name, {static_cast<int64_t>(experts.size()), experts[0].rows, experts[0].cols}, std::move(v));
+}
+
 // A sparse layer's tensors in GGUF's layout: the router, each projection's experts stacked into one 3-D tensor, the
 // shared expert and its gate vector.
 Status EmitMoe(int l, const MoeWeights& moe, const TensorSink& sink) {
-  auto rows_of = [](const MatrixView& m, std::vector<float>& out) {
-    const size_t at = out.size();
-    out.resize(at + static_cast<size_t>(m.rows * m.cols));
-    for (int64_t r = 0; r < m.rows; ++r) DequantizeMatrixRow(m, r, out.data() + at + r * m.cols);
-  };
-  auto matrix = [&](const std::string& name, const MatrixView& m) {
-    std::vector<float> v;
-    rows_of(m, v);
-    return sink(name, {m.rows, m.cols}, std::move(v));
-  };
+  auto matrix = [&](const std::string& name, const MatrixView& m) { return EmitMatrix(sink, name, m); };
   auto stacked = [&](const char* kind, const std::vector<MatrixView>& experts) {
-    std::vector<float> v;
-    for (const MatrixView& m : experts) rows_of(m, v);
-    return sink(LayerTensor(l, kind), {static_cast<int64_t>(experts.size()), experts[0].rows, experts[0].cols}, std::move(v));
+    return EmitStacked(sink, LayerTensor(l, kind), experts);
   };
   PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_gate_inp"), moe.router));
   PARALLM_RETURN_IF_ERROR(stacked("ffn_gate_exps", moe.gate));
@@ -97,16 +106,7 @@ Status EmitMoe(int l, const MoeWeights& moe, const TensorSink& sink) {
 // A hybrid (Nemotron-H) model's tensors by GenerateRandomWeights' names and shapes: each layer's norm and its one
 // mixer (A as A itself; the writer turns it into A_log for folders), ungated experts stacked.
 Status EmitHybridWeights(const ModelConfig& c, const ModelWeights& w, const TensorSink& sink) {
-  auto rows_of = [](const MatrixView& m, std::vector<float>& out) {
-    const size_t at = out.size();
-    out.resize(at + static_cast<size_t>(m.rows * m.cols));
-    for (int64_t r = 0; r < m.rows; ++r) DequantizeMatrixRow(m, r, out.data() + at + r * m.cols);
-  };
-  auto matrix = [&](const std::string& name, const MatrixView& m) {
-    std::vector<float> v;
-    rows_of(m, v);
-    return sink(name, {m.rows, m.cols}, std::move(v));
-  };
+  auto matrix = [&](const std::string& name, const MatrixView& m) { return EmitMatrix(sink, name, m); };
   auto vector = [&](const std::string& name, const std::vector<float>& v) {
     return sink(name, {static_cast<int64_t>(v.size())}, v);
   };
@@ -140,10 +140,7 @@ Status EmitHybridWeights(const ModelConfig& c, const ModelWeights& w, const Tens
       case LayerKind::kMoe: {
         const MoeWeights& moe = lw.moe;
         auto stacked = [&](const char* kind, const std::vector<MatrixView>& experts) {
-          std::vector<float> v;
-          for (const MatrixView& m : experts) rows_of(m, v);
-          return sink(LayerTensor(l, kind), {static_cast<int64_t>(experts.size()), experts[0].rows, experts[0].cols},
-                      std::move(v));
+          return EmitStacked(sink, LayerTensor(l, kind), experts);
         };
         PARALLM_RETURN_IF_ERROR(matrix(LayerTensor(l, "ffn_gate_inp"), moe.router));
         PARALLM_RETURN_IF_ERROR(vector(LayerTensor(l, "exp_probs_b", "bias"), moe.score_bias));
@@ -166,11 +163,7 @@ Status EmitHybridWeights(const ModelConfig& c, const ModelWeights& w, const Tens
 
 Status EmitWeights(const ModelConfig& c, const ModelWeights& w, const TensorSink& sink) {
   if (c.hybrid()) return EmitHybridWeights(c, w, sink);
-  auto matrix = [&](const std::string& name, const MatrixView& m) {
-    std::vector<float> values(static_cast<size_t>(m.rows * m.cols));
-    for (int64_t r = 0; r < m.rows; ++r) DequantizeMatrixRow(m, r, values.data() + r * m.cols);
-    return sink(name, {m.rows, m.cols}, std::move(values));
-  };
+  auto matrix = [&](const std::string& name, const MatrixView& m) { return EmitMatrix(sink, name, m); };
   auto vector = [&](const std::string& name, const std::vector<float>& v) {
     return sink(name, {static_cast<int64_t>(v.size())}, v);
   };

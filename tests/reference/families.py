@@ -220,13 +220,7 @@ def _hf_gemma3_rope(folder, config, cfg, n_layers):
 
 def load_gguf(path, g):
     md = g.metadata
-    arch = md["general.architecture"]
-
-    def key(k, default=None):
-        v = md.get(f"{arch}.{k}", default)
-        if v is None:
-            raise ValueError(f"{path}: missing metadata {arch}.{k}")
-        return v
+    arch, key = g.arch_key(path)
 
     t = g.tensor
 

@@ -253,12 +253,7 @@ def load_gguf(path):
         return moe.load_gguf(path, g)
     if arch not in ("llama", "mistral", "qwen2", "qwen3"):
         raise ValueError(f"{path}: architecture {arch!r} not supported by the reference")
-
-    def key(k, default=None):
-        v = md.get(f"{arch}.{k}", default)
-        if v is None:
-            raise ValueError(f"{path}: missing metadata {arch}.{k}")
-        return v
+    _, key = g.arch_key(path)
 
     t = g.tensor
     n_embd, n_heads = int(key("embedding_length")), int(key("attention.head_count"))

@@ -94,6 +94,19 @@ class GGUFFile:
         start = self.data_start + t.offset
         return np.frombuffer(self.data, dtype=np.uint8, count=t.nbytes, offset=start)
 
+    def arch_key(self, path):
+        """The architecture and a reader of its `{arch}.{k}` metadata: key(k) raises naming the file when the key is
+        absent and no default is given."""
+        arch = self.metadata["general.architecture"]
+
+        def key(k, default=None):
+            v = self.metadata.get(f"{arch}.{k}", default)
+            if v is None:
+                raise ValueError(f"{path}: missing metadata {arch}.{k}")
+            return v
+
+        return arch, key
+
     def tensor(self, name):
         """Dequantized float64 array, shape reversed from GGUF's ne (outermost first)."""
         t = self.tensors[name]

@@ -122,14 +122,7 @@ def load_hf(folder, config, w):
 
 
 def load_gguf(path, g):
-    md = g.metadata
-    arch = md["general.architecture"]
-
-    def key(k, default=None):
-        v = md.get(f"{arch}.{k}", default)
-        if v is None:
-            raise ValueError(f"{path}: missing metadata {arch}.{k}")
-        return v
+    _, key = g.arch_key(path)
 
     t = g.tensor
     n_layers = int(key("block_count"))

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "bench/stats.h"
 #include "tokenizer/incremental_detokenizer.h"
 
 namespace parallm::bench {
@@ -14,10 +15,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 volatile size_t g_sink = 0;  // keeps the timed work observable
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // Text like a model's output: prose with punctuation (clean-up rules), code, accents, CJK and emoji (multi-byte
 // characters, byte-fallback tokens in SentencePiece vocabularies).

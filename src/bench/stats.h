@@ -1,13 +1,19 @@
-// Latency statistics for the benchmark reports: mean, standard deviation and percentiles computed as numpy
-// does (linear interpolation between the closest ranks), so figures match vLLM's `bench serve` on the same data.
+// Timing and latency statistics for the benchmark reports: mean, standard deviation and percentiles computed as
+// numpy does (linear interpolation between the closest ranks), so figures match vLLM's `bench serve` on the same data.
 #pragma once
 
+#include <chrono>
 #include <span>
 #include <vector>
 
 #include <boost/json.hpp>
 
 namespace parallm::bench {
+
+// Seconds of steady_clock time since `start`: what the offline benchmarks time their runs with.
+inline double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 // q in [0, 100]; numpy.percentile's default ("linear") method. 0 for an empty sample.
 double Percentile(std::span<const double> values, double q);

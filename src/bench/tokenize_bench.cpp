@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/stats.h"
 #include "util/splitmix64.h"
 
 namespace parallm::bench {
@@ -23,10 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // SplitMix64: a fixed sequence on every platform (std::mt19937's distributions are not portable).
 struct Rng : SplitMix64 {

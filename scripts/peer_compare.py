@@ -17,7 +17,6 @@ the machine's speed drifts over an hour, so only the ratios of one run mean anyt
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from perf_targets import free_port, stop  # noqa: E402
+from perf_targets import add_medians, free_port, interleaved, stop  # noqa: E402
 
 THREADS = "2"
 
@@ -169,17 +168,10 @@ def main():
     for key, what, measure, unit in rows(a.parallm, a.scratch):
         if key not in wanted:
             continue
-        figures = {name: [] for name, _ in engines}
-        for i in range(a.repeats):
-            for name, engine in (engines if i % 2 == 0 else list(reversed(engines))):
-                try:
-                    figures[name].append(measure(engine))
-                except (RuntimeError, OSError, KeyError, ValueError, subprocess.TimeoutExpired) as e:
-                    print(f"{what}: {name} failed: {e}", file=sys.stderr)
+        figures = interleaved(engines, measure, a.repeats, what,
+                              (RuntimeError, OSError, KeyError, ValueError, subprocess.TimeoutExpired))
         row = {"workload": what, "unit": unit}
-        for name, values in figures.items():
-            row[name] = statistics.median(values) if values else None
-            row[name + "_runs"] = values
+        add_medians(row, figures)
         results.append(row)
         print(f"{what}: " + ", ".join(f"{n} {row[n]:.1f}" if row[n] is not None else f"{n} failed"
                                       for n, _ in engines), file=sys.stderr, flush=True)

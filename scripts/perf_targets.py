@@ -95,6 +95,26 @@ def rows(mlx8, mlx4, q8, q4):
     ]
 
 
+def interleaved(contenders, measure, repeats, what, errors):
+    """{name: figures}: measure(contender) `repeats` times for each (name, contender), the order alternating (A B,
+    then B A) so that the machine's drift hits all alike. A run that raises one of `errors` is reported and left out."""
+    figures = {name: [] for name, _ in contenders}
+    for i in range(repeats):
+        for name, contender in (contenders if i % 2 == 0 else list(reversed(contenders))):
+            try:
+                figures[name].append(measure(contender))
+            except errors as e:
+                print(f"{what}: {name} failed: {e}", file=sys.stderr)
+    return figures
+
+
+def add_medians(row, figures):
+    """row[name] = the median of name's figures (None if all failed), row[name + "_runs"] = the figures."""
+    for name, values in figures.items():
+        row[name] = statistics.median(values) if values else None
+        row[name + "_runs"] = values
+
+
 def describe(args):
     if isinstance(args, tuple):
         return (f"parallm serve -m {args[1]} --threads 2 --max-num-seqs 64 & parallm bench serve --num-prompts 64 "
@@ -135,18 +155,12 @@ def main():
     for key, what, target, args, read, unit in rows(mlx[8], mlx[4], gguf["q8_0"], gguf["q4_k_m"]):
         if key not in wanted:
             continue
-        figures = {name: [] for name, _ in binaries}
-        for _ in range(a.repeats):
-            for name, binary in (binaries if _ % 2 == 0 else list(reversed(binaries))):
-                try:
-                    j = http_streams(binary, args[1], out) if isinstance(args, tuple) else bench(binary, args, out)
-                    figures[name].append(read(j))
-                except (subprocess.CalledProcessError, RuntimeError, KeyError, OSError) as e:
-                    print(f"{what}: {name} failed: {e}", file=sys.stderr)
+        figures = interleaved(
+            binaries, lambda binary: read(http_streams(binary, args[1], out) if isinstance(args, tuple)
+                                          else bench(binary, args, out)),
+            a.repeats, what, (subprocess.CalledProcessError, RuntimeError, KeyError, OSError))
         row = {"what": what, "target": target, "unit": unit, "command": describe(args)}
-        for name, values in figures.items():
-            row[name] = statistics.median(values) if values else None
-            row[name + "_runs"] = values
+        add_medians(row, figures)
         results.append(row)
         print(f"{what}: " + ", ".join(f"{n} {row[n]:.1f}" if row[n] is not None else f"{n} failed"
                                       for n, _ in binaries), file=sys.stderr, flush=True)

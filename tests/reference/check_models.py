@@ -617,6 +617,16 @@ def _nemotron_a_as_log(model):
 NEMOTRON_GGUF = [(BY_NAME["gguf-f32"], "ME*MEM"), (BY_NAME["gguf-q8_0"], "M*M-M-")]
 
 
+def check_chunked_logits(r, arch, what, path, ids, chunk, ref, tol):
+    """parallm's logits for `ids` with prefill chunks of `chunk` tokens (0: the whole prompt at once) against `ref`."""
+    try:
+        npy = f"{path}.chunk{chunk}.parallm.npy"
+        r.run("logits", "-m", path, "--prompt-ids", ids, "--chunk", str(chunk), "-o", npy)
+        r.report(arch, what, compare(ref, np.load(npy), tol))
+    except Exception as e:  # noqa: BLE001
+        r.report(arch, what, error=f"error: {e}")
+
+
 def check_nemotron_gguf(r, wanted):
     """llama.cpp's nemotron_h_moe in F32 (whole and in chunks of 7) and nemotron_h in Q8_0 (a dense pattern: no
     routing to flip under the int8 activation rounding), and that A's encoding shows (GGUF stores A, not A_log)."""
@@ -632,13 +642,7 @@ def check_nemotron_gguf(r, wanted):
             r.report(arch, s.name, error=f"error: {e}")
             continue
         for chunk in ((0, 7) if s.tol is FLOAT_TOL else (16,)):
-            what = f"{s.name} {pattern} chunk {chunk or 'all'}"
-            try:
-                npy = f"{path}.chunk{chunk}.parallm.npy"
-                r.run("logits", "-m", path, "--prompt-ids", ids, "--chunk", str(chunk), "-o", npy)
-                r.report(arch, what, compare(ref, np.load(npy), s.tol))
-            except Exception as e:  # noqa: BLE001
-                r.report(arch, what, error=f"error: {e}")
+            check_chunked_logits(r, arch, f"{s.name} {pattern} chunk {chunk or 'all'}", path, ids, chunk, ref, s.tol)
         if s.tol is FLOAT_TOL:
             what = f"{s.name} convert to hf-f32"   # parallm convert: A back to A_log, the experts one by one
             try:
@@ -685,12 +689,7 @@ def check_nemotron(r, wanted):
             continue
         for chunk in ((0, 16, 7) if s.tol is FLOAT_TOL else (16,)):
             what = f"{s.name} chunk {chunk or 'all'}" + (" dense routing" if s.tol is QUANT_TOL else "")
-            try:
-                npy = f"{path}.chunk{chunk}.parallm.npy"
-                r.run("logits", "-m", path, "--prompt-ids", ids, "--chunk", str(chunk), "-o", npy)
-                r.report(arch, what, compare(ref, np.load(npy), s.tol))
-            except Exception as e:  # noqa: BLE001
-                r.report(arch, what, error=f"error: {e}")
+            check_chunked_logits(r, arch, what, path, ids, chunk, ref, s.tol)
         if s.name != "hf-f32":
             continue
         try:

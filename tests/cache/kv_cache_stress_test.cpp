@@ -12,15 +12,15 @@ namespace parallm {
 namespace {
 
 constexpr int32_t kNumBlocks = 48;
-constexpr int32_t kBlockSize = 4;
+constexpr int32_t kStressBlockSize = 4;
 constexpr int32_t kUnwritten = -1;
 
 class Harness {
  public:
   explicit Harness(uint64_t seed)
-      : m_(kNumBlocks, kBlockSize, true),
+      : m_(kNumBlocks, kStressBlockSize, true),
         rng_(seed),
-        shadow_(kNumBlocks, std::vector<int32_t>(kBlockSize, kUnwritten)) {
+        shadow_(kNumBlocks, std::vector<int32_t>(kStressBlockSize, kUnwritten)) {
     // A few shared prefixes (system prompts) of 0..13 tokens, from a small vocabulary so tails collide too.
     for (int i = 0; i < 4; ++i) prefixes_.push_back(RandomTokens(Uniform(0, 13)));
   }
@@ -89,13 +89,13 @@ class Harness {
   // Runs the "model": writes tokens [num_computed, num_computed + n) into the request's slots.
   void Compute(RequestId id, Live& req, int32_t n) {
     std::span<const int32_t> table = m_.BlockTable(id);
-    ASSERT_LE(req.num_computed + n, static_cast<int32_t>(table.size()) * kBlockSize);
+    ASSERT_LE(req.num_computed + n, static_cast<int32_t>(table.size()) * kStressBlockSize);
     for (int32_t pos = req.num_computed; pos < req.num_computed + n; ++pos) {
-      const Block& b = m_.pool().block(table[static_cast<size_t>(pos / kBlockSize)]);
+      const Block& b = m_.pool().block(table[static_cast<size_t>(pos / kStressBlockSize)]);
       // Writing into a shared or cached block would corrupt other requests' prefixes.
       ASSERT_EQ(b.ref_count, 1) << "write into shared block " << b.id;
       ASSERT_FALSE(b.hash.has_value()) << "write into cached block " << b.id;
-      shadow_[static_cast<size_t>(b.id)][static_cast<size_t>(pos % kBlockSize)] = req.tokens[static_cast<size_t>(pos)];
+      shadow_[static_cast<size_t>(b.id)][static_cast<size_t>(pos % kStressBlockSize)] = req.tokens[static_cast<size_t>(pos)];
     }
     req.num_computed += n;
     m_.CacheFullBlocks(id, req.tokens, req.num_computed);
@@ -104,10 +104,10 @@ class Harness {
   void CheckAllLive() {
     for (const auto& [id, req] : live_) {
       std::span<const int32_t> table = m_.BlockTable(id);
-      ASSERT_GE(static_cast<int32_t>(table.size()) * kBlockSize, req.num_computed);
+      ASSERT_GE(static_cast<int32_t>(table.size()) * kStressBlockSize, req.num_computed);
       for (int32_t pos = 0; pos < req.num_computed; ++pos) {
-        ASSERT_EQ(shadow_[static_cast<size_t>(table[static_cast<size_t>(pos / kBlockSize)])]
-                         [static_cast<size_t>(pos % kBlockSize)],
+        ASSERT_EQ(shadow_[static_cast<size_t>(table[static_cast<size_t>(pos / kStressBlockSize)])]
+                         [static_cast<size_t>(pos % kStressBlockSize)],
                   req.tokens[static_cast<size_t>(pos)])
             << "request " << id << " position " << pos;
       }
@@ -121,13 +121,13 @@ class Harness {
     std::vector<int32_t> tail = RandomTokens(Uniform(1, 12));
     req.tokens.insert(req.tokens.end(), tail.begin(), tail.end());
     ComputedBlocks cb = m_.GetComputedBlocks(req.tokens);
-    ASSERT_EQ(cb.num_tokens, static_cast<int32_t>(cb.block_ids.size()) * kBlockSize);
+    ASSERT_EQ(cb.num_tokens, static_cast<int32_t>(cb.block_ids.size()) * kStressBlockSize);
     ASSERT_LT(cb.num_tokens, static_cast<int32_t>(req.tokens.size()));
     // The heart of prefix caching: the blocks found hold exactly the prompt's tokens.
     for (size_t i = 0; i < cb.block_ids.size(); ++i) {
-      for (int32_t j = 0; j < kBlockSize; ++j) {
+      for (int32_t j = 0; j < kStressBlockSize; ++j) {
         ASSERT_EQ(shadow_[static_cast<size_t>(cb.block_ids[i])][static_cast<size_t>(j)],
-                  req.tokens[i * kBlockSize + static_cast<size_t>(j)]);
+                  req.tokens[i * kStressBlockSize + static_cast<size_t>(j)]);
       }
     }
     const int32_t remaining = static_cast<int32_t>(req.tokens.size()) - cb.num_tokens;
@@ -178,7 +178,7 @@ class Harness {
       return;
     }
     ++num_forks_;
-    ASSERT_EQ(copies.size(), from.num_computed % kBlockSize != 0 ? 1u : 0u);
+    ASSERT_EQ(copies.size(), from.num_computed % kStressBlockSize != 0 ? 1u : 0u);
     for (auto [src, dst] : copies) shadow_[static_cast<size_t>(dst)] = shadow_[static_cast<size_t>(src)];
     Live req;
     req.tokens.assign(from.tokens.begin(), from.tokens.begin() + from.num_computed);

@@ -96,7 +96,7 @@ TemplateUnderTest LoadTemplate(const boost::json::object& entry) {
   return t;
 }
 
-RenderOptions FixedNow() { return test_util::FixedNowFrom(Doc()); }
+RenderOptions GoldenNow() { return test_util::FixedNowFrom(Doc()); }
 
 class GoldenTest : public ::testing::TestWithParam<Pair> {};
 
@@ -125,7 +125,7 @@ TEST_P(GoldenTest, RendersLikeHuggingfaceJinja) {
   Result<std::string> rendered = Status::Error("not rendered");
   auto parsed = ChatTemplate::Parse(tmpl.source);
   if (parsed.ok()) {
-    rendered = parsed->Render(context, FixedNow());
+    rendered = parsed->Render(context, GoldenNow());
   } else {
     rendered = parsed.status();
   }

@@ -24,11 +24,11 @@ const boost::json::object& CasesDoc() {
   return doc.get_object();
 }
 
-RenderOptions FixedNow() { return test_util::FixedNowFrom(CasesDoc()); }
+RenderOptions CasesNow() { return test_util::FixedNowFrom(CasesDoc()); }
 
 Result<std::string> Render(const std::string& source, const boost::json::object& context = {}) {
   PARALLM_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::Parse(source));
-  return tmpl.Render(context, FixedNow());
+  return tmpl.Render(context, CasesNow());
 }
 
 std::string ErrorOf(const std::string& source, const boost::json::object& context = {}) {
@@ -229,7 +229,7 @@ TEST(Api, StrftimeNowUsesTheClockUnlessPinned) {
   std::tm tm{};
   localtime_r(&t, &tm);
   EXPECT_EQ(*tmpl->Render({}), std::to_string(tm.tm_year + 1900));
-  EXPECT_EQ(*tmpl->Render({}, FixedNow()), "2025");
+  EXPECT_EQ(*tmpl->Render({}, CasesNow()), "2025");
 }
 
 TEST(Api, RenderingTwiceGivesTheSameResultAndDoesNotMutateTheContext) {

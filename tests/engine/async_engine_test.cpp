@@ -18,7 +18,7 @@
 namespace parallm {
 namespace {
 
-EngineConfig SmallConfig(int max_seqs = 16) {
+EngineConfig AsyncConfig(int max_seqs = 16) {
   EngineConfig c;
   c.num_kv_blocks = 256;
   c.block_size = 16;
@@ -112,12 +112,12 @@ TEST(AsyncEngine, ManyThreadsGetWhatTheLibraryGives) {
     if (i % 5 == 2) p.n = 3;
     params.push_back(p);
   }
-  LLM reference(Stories260K(), SmallConfig());
+  LLM reference(Stories260K(), AsyncConfig());
   reference.SetTokenizer(tokenizer);
   auto want = reference.Generate(prompts, params);
   ASSERT_TRUE(want.ok()) << want.status().message();
 
-  AsyncEngine engine(Stories260K(), SmallConfig(), tokenizer);
+  AsyncEngine engine(Stories260K(), AsyncConfig(), tokenizer);
   Collector collector;
   std::vector<std::thread> clients;
   for (int t = 0; t < 4; ++t) {
@@ -167,7 +167,7 @@ TEST(AsyncEngine, ManyThreadsGetWhatTheLibraryGives) {
 }
 
 TEST(AsyncEngine, CancelFreesBlocksAtOnceAndEndsTheSink) {
-  AsyncEngine engine(Stories260K(), SmallConfig(), Stories260KTokenizer());
+  AsyncEngine engine(Stories260K(), AsyncConfig(), Stories260KTokenizer());
   Collector collector;
   std::promise<void> started;
   bool signalled = false;
@@ -200,7 +200,7 @@ TEST(AsyncEngine, CancelFreesBlocksAtOnceAndEndsTheSink) {
 }
 
 TEST(AsyncEngine, CancelWhileQueuedEndsEveryCopy) {
-  AsyncEngine engine(Stories260K(), SmallConfig(/*max_seqs=*/1), Stories260KTokenizer());
+  AsyncEngine engine(Stories260K(), AsyncConfig(/*max_seqs=*/1), Stories260KTokenizer());
   Collector collector;
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
@@ -225,7 +225,7 @@ TEST(AsyncEngine, CancelWhileQueuedEndsEveryCopy) {
 TEST(AsyncEngine, FullQueueRefusesAndDrainFinishes) {
   AsyncEngineConfig async;
   async.max_queued_requests = 1;
-  AsyncEngine engine(Stories260K(), SmallConfig(/*max_seqs=*/1), Stories260KTokenizer(), async);
+  AsyncEngine engine(Stories260K(), AsyncConfig(/*max_seqs=*/1), Stories260KTokenizer(), async);
   Collector collector;
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
@@ -246,7 +246,7 @@ TEST(AsyncEngine, FullQueueRefusesAndDrainFinishes) {
 }
 
 TEST(AsyncEngine, DrainCancelsWhatOutlivesTheGracePeriod) {
-  AsyncEngine engine(Stories260K(), SmallConfig(), Stories260KTokenizer());
+  AsyncEngine engine(Stories260K(), AsyncConfig(), Stories260KTokenizer());
   Collector collector;
   SamplingParams p;
   p.max_tokens = 100000;
@@ -261,13 +261,13 @@ TEST(AsyncEngine, DrainCancelsWhatOutlivesTheGracePeriod) {
 }
 
 TEST(AsyncEngine, ValidateNamesTheProblem) {
-  AsyncEngine with_text(Stories260K(), SmallConfig(), Stories260KTokenizer());
+  AsyncEngine with_text(Stories260K(), AsyncConfig(), Stories260KTokenizer());
   SamplingParams p;
   EXPECT_NE(with_text.Validate({{}, p}).message().find("empty"), std::string::npos);
   EXPECT_NE(with_text.Validate({std::vector<int32_t>(600, 1), p}).message().find("context"), std::string::npos);
   p.top_p = 2;
   EXPECT_NE(with_text.Validate({{1, 2}, p}).message().find("top_p"), std::string::npos);
-  AsyncEngine no_text(Stories260K(), SmallConfig(), nullptr);
+  AsyncEngine no_text(Stories260K(), AsyncConfig(), nullptr);
   SamplingParams stop;
   stop.stop = {"x"};
   EXPECT_NE(no_text.Validate({{1, 2}, stop}).message().find("tokenizer"), std::string::npos);
@@ -277,7 +277,7 @@ TEST(AsyncEngine, ValidateNamesTheProblem) {
 TEST(AsyncEngine, DestroyingWithWorkLeftCancelsIt) {
   Collector collector;
   {
-    AsyncEngine engine(Stories260K(), SmallConfig(), Stories260KTokenizer());
+    AsyncEngine engine(Stories260K(), AsyncConfig(), Stories260KTokenizer());
     SamplingParams p;
     p.max_tokens = 100000;
     p.ignore_eos = true;

@@ -145,7 +145,7 @@ TEST(Lora, UnfitAdaptersAreClearErrors) {
   EXPECT_TRUE(LoadLoraAdapter(WriteAdapter(moe, LoraFormat::kPeft, spec, "moe-attn"), moe).ok());
 }
 
-EngineConfig SmallConfig() {
+EngineConfig LoraEngineConfig() {
   EngineConfig c;
   c.num_kv_blocks = 256;
   c.block_size = 16;
@@ -190,7 +190,7 @@ TEST(Lora, SixtyFourRequestsOverFourAdaptersEqualEachAlone) {
   SamplingParams params;
   params.max_tokens = 8;
   params.ignore_eos = true;
-  LLM llm(std::move(model), SmallConfig());
+  LLM llm(std::move(model), LoraEngineConfig());
   auto together = llm.Generate(prompts, {params}, nullptr, chosen);
   ASSERT_TRUE(together.ok()) << together.status().message();
   llm.engine().CheckIntegrity();
@@ -224,7 +224,7 @@ TEST(Lora, PrefixCacheNeverSharesBlocksAcrossAdapters) {
   SamplingParams params;
   params.max_tokens = 2;
   params.ignore_eos = true;
-  LLM llm(std::move(model), SmallConfig());
+  LLM llm(std::move(model), LoraEngineConfig());
   auto run = [&](std::shared_ptr<const LoraAdapter> adapter) {
     auto out = llm.Generate({prompt}, {params}, nullptr, {std::move(adapter)});
     EXPECT_TRUE(out.ok());

@@ -12,18 +12,16 @@
 
 #include "formats/safetensors.h"
 #include "test_paths.h"
+#include "test_text.h"
 #include "util/mapped_file.h"
 
 namespace parallm {
 namespace {
 
+using testing::Contains;
+
 namespace json = boost::json;
 namespace fs = std::filesystem;
-
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
-}
 
 void WriteText(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);

@@ -13,15 +13,12 @@
 #include <gtest/gtest.h>
 
 #include "test_paths.h"
+#include "test_text.h"
 
 namespace parallm {
 namespace {
 
-// Passes when `text` contains `part`; on failure prints both.
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
-}
+using testing::Contains;
 
 std::vector<uint8_t> ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -240,7 +237,7 @@ TEST(Safetensors, TruncatedAtEveryByteFailsCleanly) {
   EXPECT_TRUE(Contains(missing.status().message(), dir + "/missing.safetensors: cannot open"));
 }
 
-struct Malformed {
+struct MalformedSafetensors {
   std::string what;
   std::vector<uint8_t> bytes;
   std::string error;  // expected in the message, after "bad.safetensors: "
@@ -251,7 +248,7 @@ std::string Entry(const std::string& name, const std::string& dtype, const std::
   return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":" + offsets + "}";
 }
 
-std::vector<Malformed> MalformedFiles() {
+std::vector<MalformedSafetensors> MalformedFiles() {
   std::vector<uint8_t> d8(8, 0), d16(16, 0);
   std::string a8 = Entry("a", "F32", "[2]", "[0,8]");
   return {
@@ -319,7 +316,7 @@ std::vector<Malformed> MalformedFiles() {
 }
 
 TEST(Safetensors, MalformedFilesFailWithClearErrors) {
-  for (const Malformed& m : MalformedFiles()) {
+  for (const MalformedSafetensors& m : MalformedFiles()) {
     auto r = ParseSafetensors(m.bytes, "bad.safetensors");
     ASSERT_FALSE(r.ok()) << m.what << " parsed";
     const std::string& msg = r.status().message();

@@ -6,28 +6,16 @@
 #include "structured/matcher.h"
 #include "structured/regex_to_gbnf.h"
 
+#include "byte_vocab.h"
+
 namespace parallm::structured {
 namespace {
-
-std::shared_ptr<const TokenVocab> ByteVocab() {
-  static const auto vocab = [] {
-    std::vector<std::optional<std::string>> tokens;
-    for (int b = 0; b < 256; ++b) tokens.push_back(std::string(1, static_cast<char>(b)));
-    return TokenVocab::FromBytes(tokens);
-  }();
-  return vocab;
-}
 
 std::shared_ptr<const CompiledGrammar> Compile(const std::string& gbnf) {
   auto g = ParseGbnf(gbnf);
   EXPECT_TRUE(g.ok()) << g.status().message() << "\n" << gbnf;
   if (!g.ok()) return nullptr;
   return std::make_shared<const CompiledGrammar>(std::move(*g), ByteVocab());
-}
-
-bool Matches(const std::shared_ptr<const CompiledGrammar>& g, std::string_view text) {
-  GrammarMatcher m(g);
-  return m.AcceptBytes(text) && m.CanEnd();
 }
 
 // llama.cpp's grammars/json.gbnf as its README writes it (rewritten here, not copied: same syntax features).

@@ -5,17 +5,10 @@
 #include "structured/json_schema.h"
 #include "structured/matcher.h"
 
+#include "byte_vocab.h"
+
 namespace parallm::structured {
 namespace {
-
-std::shared_ptr<const TokenVocab> ByteVocab() {
-  static const auto vocab = [] {
-    std::vector<std::optional<std::string>> tokens;
-    for (int b = 0; b < 256; ++b) tokens.push_back(std::string(1, static_cast<char>(b)));
-    return TokenVocab::FromBytes(tokens);
-  }();
-  return vocab;
-}
 
 std::shared_ptr<const CompiledGrammar> Schema(const std::string& schema) {
   auto gbnf = JsonSchemaToGbnf(std::string_view(schema));
@@ -25,12 +18,6 @@ std::shared_ptr<const CompiledGrammar> Schema(const std::string& schema) {
   EXPECT_TRUE(g.ok()) << g.status().message() << "\n" << *gbnf;
   if (!g.ok()) return nullptr;
   return std::make_shared<const CompiledGrammar>(std::move(*g), ByteVocab());
-}
-
-bool Matches(const std::shared_ptr<const CompiledGrammar>& g, std::string_view text) {
-  if (g == nullptr) return false;
-  GrammarMatcher m(g);
-  return m.AcceptBytes(text) && m.CanEnd();
 }
 
 std::string Error(const std::string& schema) {

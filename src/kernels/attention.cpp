@@ -73,37 +73,15 @@ struct GroupTask {
 };
 
 // The kernel once per instruction set (attention_simd-inl.h), each in its own namespace and target region.
-#if defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("avx512f")
 // GCC 12's AVX-512 headers start conversions from a self-initialized `__Y = __Y` ("undefined" upper bits), which
 // -Wmaybe-uninitialized reports once inlined; every lane is written.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-namespace avx512 {
-#define PARALLM_SIMD_LANES 16
-#include "kernels/attention_simd-inl.h"
-#undef PARALLM_SIMD_LANES
-}  // namespace avx512
+#define PARALLM_SIMD_KERNEL "kernels/attention_simd-inl.h"
+#include "kernels/simd_targets-inl.h"
+#undef PARALLM_SIMD_KERNEL
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
-
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-namespace avx2 {
-#define PARALLM_SIMD_LANES 8
-#include "kernels/attention_simd-inl.h"
-#undef PARALLM_SIMD_LANES
-}  // namespace avx2
-#pragma GCC pop_options
-#endif
-
-namespace baseline {
-#define PARALLM_SIMD_LANES 4
-#include "kernels/attention_simd-inl.h"
-#undef PARALLM_SIMD_LANES
-}  // namespace baseline
 
 // One kernel per stored element type (KvDtype), for one instruction set.
 struct GroupKernels {

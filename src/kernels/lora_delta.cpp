@@ -15,31 +15,9 @@
 namespace parallm {
 namespace {
 
-#if defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-namespace avx512 {
-#define PARALLM_SIMD_LANES 16
-#include "kernels/lora_delta_simd-inl.h"
-#undef PARALLM_SIMD_LANES
-}  // namespace avx512
-#pragma GCC pop_options
-
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-namespace avx2 {
-#define PARALLM_SIMD_LANES 8
-#include "kernels/lora_delta_simd-inl.h"
-#undef PARALLM_SIMD_LANES
-}  // namespace avx2
-#pragma GCC pop_options
-#endif
-
-namespace baseline {
-#define PARALLM_SIMD_LANES 4
-#include "kernels/lora_delta_simd-inl.h"
-#undef PARALLM_SIMD_LANES
-}  // namespace baseline
+#define PARALLM_SIMD_KERNEL "kernels/lora_delta_simd-inl.h"
+#include "kernels/simd_targets-inl.h"
+#undef PARALLM_SIMD_KERNEL
 
 struct Kernels {
   int lanes;

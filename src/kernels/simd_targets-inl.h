@@ -1,0 +1,34 @@
+// Instantiates one vector kernel once per instruction set: the file named by PARALLM_SIMD_KERNEL (a kernel's
+// -inl.h, written against simd_vec-inl.h) is included in namespaces avx512 (16 lanes), avx2 (8 lanes, x86 only)
+// and baseline (4 lanes), each in its own `#pragma GCC target` region. Include it inside the .cpp's anonymous
+// namespace; the .cpp then picks among avx512::, avx2:: and baseline:: at run time.
+
+#ifndef PARALLM_SIMD_KERNEL
+#error "define PARALLM_SIMD_KERNEL as the kernel's -inl.h path before including simd_targets-inl.h"
+#endif
+
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+namespace avx512 {
+#define PARALLM_SIMD_LANES 16
+#include PARALLM_SIMD_KERNEL
+#undef PARALLM_SIMD_LANES
+}  // namespace avx512
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
+#define PARALLM_SIMD_LANES 8
+#include PARALLM_SIMD_KERNEL
+#undef PARALLM_SIMD_LANES
+}  // namespace avx2
+#pragma GCC pop_options
+#endif
+
+namespace baseline {
+#define PARALLM_SIMD_LANES 4
+#include PARALLM_SIMD_KERNEL
+#undef PARALLM_SIMD_LANES
+}  // namespace baseline

@@ -226,10 +226,11 @@ void ApiServer::HandleGeneration(const std::shared_ptr<HttpSession>& session, co
   });
 }
 
-void ApiServer::HandleTokenize(const std::shared_ptr<HttpSession>& session, const HttpRequest& request,
-                               const Headers& headers) {
+template <typename Answer>
+void ApiServer::AnswerTokenizerRequest(const std::shared_ptr<HttpSession>& session, const HttpRequest& request,
+                                       const Headers& headers, Answer answer) {
   if (!ready_) return ReplyError(*session, Unavailable("The model is loading"), headers);
-  asio::post(workers_, [this, session, body = request.body(), headers] {
+  asio::post(workers_, [this, session, body = request.body(), headers, answer = std::move(answer)] {
     auto work = [&]() -> JsonReply {
       auto json = openai::ParseJsonObject(body);
       if (auto* e = std::get_if<ApiError>(&json)) return ErrorReply(*e);
@@ -238,50 +239,7 @@ void ApiServer::HandleTokenize(const std::shared_ptr<HttpSession>& session, cons
         return ErrorReply({404, fmt::format("The model '{}' does not exist.", std::string(m->as_string())),
                            "NotFoundError", "model"});
       if (!text_->has_tokenizer()) return ErrorReply({400, "this model has no tokenizer", "invalid_request_error", ""});
-      bool add_special = true;
-      if (const auto* a = o.if_contains("add_special_tokens"); a && a->is_bool()) add_special = a->as_bool();
-      std::vector<int32_t> ids;
-      if (const auto* messages = o.if_contains("messages"); messages && !messages->is_null()) {
-        if (!messages->is_array() || messages->as_array().empty())
-          return ErrorReply({400, "'messages' must be a non-empty list", "invalid_request_error", "messages"});
-        // As chat requests render them (vLLM's /tokenize takes `tools` too): tool calls' arguments as objects.
-        boost::json::array normalized = messages->as_array();
-        for (size_t i = 0; i < normalized.size(); ++i) {
-          boost::json::object* m = normalized[i].if_object();
-          if (m == nullptr || !m->contains("role") || !m->at("role").is_string())
-            return ErrorReply({400, fmt::format("messages[{}] must be an object with a string 'role'", i),
-                               "invalid_request_error", "messages"});
-          if (auto e = openai::NormalizeToolMessage(*m, i))
-            return ErrorReply({400, *e, "invalid_request_error", "messages"});
-        }
-        boost::json::object extra;
-        if (const auto* tools = o.if_contains("tools"); tools && tools->is_array()) extra["tools"] = *tools;
-        auto r = text_->EncodeChat(normalized, extra);
-        if (!r.ok()) return ErrorReply({400, r.status().message(), "invalid_request_error", "messages"});
-        ids = std::move(*r);
-      } else if (const auto* prompt = o.if_contains("prompt"); prompt && prompt->is_string()) {
-        const std::string text(prompt->as_string());
-        if (add_special) {
-          auto r = text_->EncodePrompt(text);
-          if (!r.ok()) return ErrorReply({400, r.status().message(), "invalid_request_error", "prompt"});
-          ids = std::move(*r);
-        } else {
-          ids = text_->tokenizer()->Encode(text, /*add_special=*/false, /*parse_special=*/true);
-        }
-      } else {
-        return ErrorReply({400, "give 'prompt' (a string) or 'messages'", "invalid_request_error", "prompt"});
-      }
-      boost::json::array tokens;
-      for (int32_t t : ids) tokens.push_back(t);
-      boost::json::object out{{"count", static_cast<int64_t>(ids.size())},
-                              {"max_model_len", parse_context_.max_model_len},
-                              {"tokens", tokens}};
-      if (const auto* s = o.if_contains("return_token_strs"); s && s->is_bool() && s->as_bool()) {
-        boost::json::array strs;
-        for (int32_t t : ids) strs.emplace_back(text_->tokenizer()->TokenText(t));
-        out["token_strs"] = strs;
-      }
-      return {200, boost::json::serialize(out)};
+      return answer(o);
     };
     JsonReply reply = work();
     asio::post(io_, [session, reply = std::move(reply), headers] {
@@ -290,34 +248,70 @@ void ApiServer::HandleTokenize(const std::shared_ptr<HttpSession>& session, cons
   });
 }
 
+void ApiServer::HandleTokenize(const std::shared_ptr<HttpSession>& session, const HttpRequest& request,
+                               const Headers& headers) {
+  AnswerTokenizerRequest(session, request, headers, [this](const boost::json::object& o) -> JsonReply {
+    bool add_special = true;
+    if (const auto* a = o.if_contains("add_special_tokens"); a && a->is_bool()) add_special = a->as_bool();
+    std::vector<int32_t> ids;
+    if (const auto* messages = o.if_contains("messages"); messages && !messages->is_null()) {
+      if (!messages->is_array() || messages->as_array().empty())
+        return ErrorReply({400, "'messages' must be a non-empty list", "invalid_request_error", "messages"});
+      // As chat requests render them (vLLM's /tokenize takes `tools` too): tool calls' arguments as objects.
+      boost::json::array normalized = messages->as_array();
+      for (size_t i = 0; i < normalized.size(); ++i) {
+        boost::json::object* m = normalized[i].if_object();
+        if (m == nullptr || !m->contains("role") || !m->at("role").is_string())
+          return ErrorReply({400, fmt::format("messages[{}] must be an object with a string 'role'", i),
+                             "invalid_request_error", "messages"});
+        if (auto e = openai::NormalizeToolMessage(*m, i))
+          return ErrorReply({400, *e, "invalid_request_error", "messages"});
+      }
+      boost::json::object extra;
+      if (const auto* tools = o.if_contains("tools"); tools && tools->is_array()) extra["tools"] = *tools;
+      auto r = text_->EncodeChat(normalized, extra);
+      if (!r.ok()) return ErrorReply({400, r.status().message(), "invalid_request_error", "messages"});
+      ids = std::move(*r);
+    } else if (const auto* prompt = o.if_contains("prompt"); prompt && prompt->is_string()) {
+      const std::string text(prompt->as_string());
+      if (add_special) {
+        auto r = text_->EncodePrompt(text);
+        if (!r.ok()) return ErrorReply({400, r.status().message(), "invalid_request_error", "prompt"});
+        ids = std::move(*r);
+      } else {
+        ids = text_->tokenizer()->Encode(text, /*add_special=*/false, /*parse_special=*/true);
+      }
+    } else {
+      return ErrorReply({400, "give 'prompt' (a string) or 'messages'", "invalid_request_error", "prompt"});
+    }
+    boost::json::array tokens;
+    for (int32_t t : ids) tokens.push_back(t);
+    boost::json::object out{{"count", static_cast<int64_t>(ids.size())},
+                            {"max_model_len", parse_context_.max_model_len},
+                            {"tokens", tokens}};
+    if (const auto* s = o.if_contains("return_token_strs"); s && s->is_bool() && s->as_bool()) {
+      boost::json::array strs;
+      for (int32_t t : ids) strs.emplace_back(text_->tokenizer()->TokenText(t));
+      out["token_strs"] = strs;
+    }
+    return {200, boost::json::serialize(out)};
+  });
+}
+
 void ApiServer::HandleDetokenize(const std::shared_ptr<HttpSession>& session, const HttpRequest& request,
                                  const Headers& headers) {
-  if (!ready_) return ReplyError(*session, Unavailable("The model is loading"), headers);
-  asio::post(workers_, [this, session, body = request.body(), headers] {
-    auto work = [&]() -> JsonReply {
-      auto json = openai::ParseJsonObject(body);
-      if (auto* e = std::get_if<ApiError>(&json)) return ErrorReply(*e);
-      const boost::json::object& o = std::get<boost::json::object>(json);
-      if (const auto* m = o.if_contains("model"); m && m->is_string() && m->as_string() != config_.served_model_name)
-        return ErrorReply({404, fmt::format("The model '{}' does not exist.", std::string(m->as_string())),
-                           "NotFoundError", "model"});
-      if (!text_->has_tokenizer()) return ErrorReply({400, "this model has no tokenizer", "invalid_request_error", ""});
-      const auto* tokens = o.if_contains("tokens");
-      if (tokens == nullptr || !tokens->is_array())
-        return ErrorReply({400, "'tokens' must be a list of token ids", "invalid_request_error", "tokens"});
-      std::vector<int32_t> ids;
-      for (const auto& t : tokens->as_array()) {
-        if (!t.is_int64() || t.as_int64() < 0 || t.as_int64() >= parse_context_.vocab_size)
-          return ErrorReply({400, fmt::format("token {} is not in this model's vocabulary", boost::json::serialize(t)),
-                             "invalid_request_error", "tokens"});
-        ids.push_back(static_cast<int32_t>(t.as_int64()));
-      }
-      return {200, boost::json::serialize(boost::json::object{{"prompt", text_->tokenizer()->Decode(ids, /*skip_special=*/false)}})};
-    };
-    JsonReply reply = work();
-    asio::post(io_, [session, reply = std::move(reply), headers] {
-      session->Reply(reply.status, "application/json", reply.body, headers);
-    });
+  AnswerTokenizerRequest(session, request, headers, [this](const boost::json::object& o) -> JsonReply {
+    const auto* tokens = o.if_contains("tokens");
+    if (tokens == nullptr || !tokens->is_array())
+      return ErrorReply({400, "'tokens' must be a list of token ids", "invalid_request_error", "tokens"});
+    std::vector<int32_t> ids;
+    for (const auto& t : tokens->as_array()) {
+      if (!t.is_int64() || t.as_int64() < 0 || t.as_int64() >= parse_context_.vocab_size)
+        return ErrorReply({400, fmt::format("token {} is not in this model's vocabulary", boost::json::serialize(t)),
+                           "invalid_request_error", "tokens"});
+      ids.push_back(static_cast<int32_t>(t.as_int64()));
+    }
+    return {200, boost::json::serialize(boost::json::object{{"prompt", text_->tokenizer()->Decode(ids, /*skip_special=*/false)}})};
   });
 }
 

@@ -58,6 +58,11 @@ class ApiServer : public HttpHandler {
   void HandleTokenize(const std::shared_ptr<HttpSession>& session, const HttpRequest& request, const Headers& headers);
   void HandleDetokenize(const std::shared_ptr<HttpSession>& session, const HttpRequest& request,
                         const Headers& headers);
+  // What /tokenize and /detokenize share: `answer(object)` runs on a worker thread once the body is a JSON object
+  // naming this model (or none) and the model has a tokenizer; its reply goes back on the io thread.
+  template <typename Answer>
+  void AnswerTokenizerRequest(const std::shared_ptr<HttpSession>& session, const HttpRequest& request,
+                              const Headers& headers, Answer answer);
   std::string ModelsJson() const;
   // vLLM's POST /v1/load_lora_adapter {"lora_name", "lora_path"} and /v1/unload_lora_adapter {"lora_name"}.
   void HandleLoraAdapter(const std::shared_ptr<HttpSession>& session, const HttpRequest& request, bool load,

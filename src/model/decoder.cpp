@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include <unistd.h>
 
@@ -236,7 +237,19 @@ class Model::Ops final : public LayerOps {
     Resize(m_.moe_gate_, A * F);
     Resize(m_.moe_up_, A * F);
     float *x = m_.moe_x_.data(), *y = m_.moe_y_.data(), *g = m_.moe_gate_.data(), *u = m_.moe_up_.data();
-    for (int64_t a = 0; a < A; ++a) std::copy_n(in + r.token[static_cast<size_t>(a)] * H, H, x + a * H);
+    // The gather into expert order and the weighted combine back move A rows of H floats each (2 MB a layer at 64
+    // sequences): over the pool in contiguous ranges when the batch is large (each row's operations are the same).
+    const int64_t parts = pool_ != nullptr && T_ >= 8 ? std::min<int64_t>(pool_->num_threads() * 2, T_) : 1;
+    auto split = [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+      if (parts == 1) return fn(0, n);
+      pool_->ParallelFor(parts, [&](int64_t part, int) {
+        auto [b, e] = SplitRange(n, parts, part);
+        fn(b, e);
+      });
+    };
+    split(A, [&](int64_t a0, int64_t a1) {
+      for (int64_t a = a0; a < a1; ++a) std::copy_n(in + r.token[static_cast<size_t>(a)] * H, H, x + a * H);
+    });
     // All active experts in two parallel loops over (expert, row block) work items: gate and up of every expert
     // (one quantization of the grouped rows), the activation, then every expert's down. With one or two tokens an
     // expert (decode) each product is small, so only the whole layer's work cut in blocks keeps the threads busy.
@@ -277,19 +290,21 @@ class Model::Ops final : public LayerOps {
       }
       GatedMlp(moe.shared_gate, moe.shared_up, moe.shared_down, in, T_, m_.gate_.data(), m_.up_.data(), sh, pool_);
     }
-    for (int64_t t = 0; t < T_; ++t) {
-      float* o = out + t * H;
-      std::fill_n(o, H, 0.0f);
-      for (int64_t j = 0; j < k; ++j) {
-        const float w = r.weight[static_cast<size_t>(t * k + j)];
-        const float* ye = y + static_cast<int64_t>(r.position[static_cast<size_t>(t * k + j)]) * H;
-        for (int64_t i = 0; i < H; ++i) o[i] += w * ye[i];
+    split(T_, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* o = out + t * H;
+        std::fill_n(o, H, 0.0f);
+        for (int64_t j = 0; j < k; ++j) {
+          const float w = r.weight[static_cast<size_t>(t * k + j)];
+          const float* ye = y + static_cast<int64_t>(r.position[static_cast<size_t>(t * k + j)]) * H;
+          for (int64_t i = 0; i < H; ++i) o[i] += w * ye[i];
+        }
+        if (shared) {
+          const float s = m_.shared_scale_[static_cast<size_t>(t)];
+          for (int64_t i = 0; i < H; ++i) o[i] += s * sh[t * H + i];
+        }
       }
-      if (shared) {
-        const float s = m_.shared_scale_[static_cast<size_t>(t)];
-        for (int64_t i = 0; i < H; ++i) o[i] += s * sh[t * H + i];
-      }
-    }
+    });
   }
 
  private:

@@ -13,6 +13,8 @@
 //
 //   build-kern/bench/kernels_bench --benchmark_filter='PagedAttention/.*' --benchmark_repetitions=5
 //
+// ExpertsGrouped/q4_k/per_expert:<n>/threads:<t>: a mixture-of-experts layer's gate and up (BM_ExpertsGrouped).
+//
 // PagedAttention/<isa>/ctx:<n_ctx>/seqs:<n>: one decode token per sequence, 14 query / 2 KV heads, head_dim 64,
 // blocks of 16 positions.
 #include <benchmark/benchmark.h>
@@ -193,6 +195,61 @@ void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int se
   SetPagedAttentionLanes(0);
 }
 
+// A mixture-of-experts layer's gate and up products as a decode step runs them (MatMulGrouped): `experts` experts of
+// qwen3-moe-mini's shape (384 x 1024, Q4_K, repacked as at load), each over its group of `per_expert` tokens, over
+// 4 layers' experts in turn so the weights stream from memory as in a model (4 layers: ~150 MB packed).
+// Counters: GOP/s and GB/s of packed weight bytes; per CPU second of the calling thread with one thread. 64
+// sequences top-8 of 64 experts give ~8 tokens an expert; the dense shape's 64 tokens are MatMul/q4_k/.../tokens:64.
+void BM_ExpertsGrouped(benchmark::State& state, int64_t per_expert, int threads) {
+  constexpr int kExperts = 64, kLayers = 4;
+  const Shape s{"expert", 384, 1024};
+  auto w = MakeWeights(WType{"q4_k", DType::kQ4_K}, s);
+  std::vector<MatrixView> views(static_cast<size_t>(kExperts * kLayers * 2), w->view);
+  std::vector<std::shared_ptr<uint8_t[]>> owners;
+  size_t packed_bytes = 0;
+  for (MatrixView& v : views) {  // every matrix its own packed copy (same values): distinct memory to stream
+    size_t b = 0;
+    owners.push_back(RepackForKernels(&v, &b));
+    packed_bytes += b;
+  }
+  const int64_t rows = kExperts * per_expert;
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(rows * s.cols)), g(static_cast<size_t>(rows * s.rows)), u(g.size());
+  for (float& v : x) v = dist(rng);
+  ThreadPool* pool = threads > 1 ? Pool(threads) : nullptr;
+  std::vector<MatMulGroupOut> products;
+  for (auto _ : state) {
+    for (int l = 0; l < kLayers; ++l) {
+      products.clear();
+      for (int e = 0; e < kExperts; ++e) {
+        const int64_t first = e * per_expert;
+        const size_t i = static_cast<size_t>((l * kExperts + e) * 2);
+        products.push_back({&views[i], first, per_expert, g.data() + first * s.rows, s.rows});
+        products.push_back({&views[i + 1], first, per_expert, u.data() + first * s.rows, s.rows});
+      }
+      MatMulGrouped(products, x.data(), rows, pool);
+    }
+    benchmark::DoNotOptimize(g.data());
+    benchmark::ClobberMemory();
+  }
+  const double ops = 2.0 * 2 * kLayers * static_cast<double>(s.rows * s.cols) * static_cast<double>(rows);
+  state.counters["GOP/s"] = benchmark::Counter(ops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(packed_bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void RegisterExperts() {
+  for (int64_t n : {1, 2, 4, 8, 12, 16, 64}) {
+    for (int threads : {1, 2}) {
+      const std::string name =
+          "ExpertsGrouped/q4_k/per_expert:" + std::to_string(n) + "/threads:" + std::to_string(threads);
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_ExpertsGrouped, n, threads)->Unit(benchmark::kMillisecond);
+      if (threads > 1) b->UseRealTime();
+    }
+  }
+}
+
 void RegisterAttention() {
   const std::pair<int, const char*> widths[] = {{16, "avx512"}, {8, "avx2"}, {4, "baseline"}};
   const std::pair<int64_t, int> sizes[] = {{128, 1}, {512, 1}, {2048, 1}, {512, 64}};
@@ -207,6 +264,7 @@ void RegisterAttention() {
 
 void Register() {
   RegisterAttention();
+  RegisterExperts();
   const std::vector<WType> types = {
       {"q8_0", DType::kQ8_0},  {"q4_0", DType::kQ4_0},  {"q4_k", DType::kQ4_K},
       {"q6_k", DType::kQ6_K},  {"f32", DType::kF32},    {"f16", DType::kF16},

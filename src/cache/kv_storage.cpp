@@ -45,10 +45,12 @@ void PagedKvStorage::Write(int layer, int64_t slot, const float* keys, const flo
   const size_t head_bytes = static_cast<size_t>(D) * KvElementBytes(shape_.dtype);
   const bool scaled = l.key_scales != nullptr;
   for (int h = 0; h < shape_.n_kv_heads; ++h) {
-    EncodeKvRow(shape_.dtype, keys + h * D, D, Row(l.keys, slot) + h * head_bytes,
-                scaled ? Scales(l.key_scales, slot) + h : nullptr);
-    EncodeKvRow(shape_.dtype, values + h * D, D, Row(l.values, slot) + h * head_bytes,
-                scaled ? Scales(l.value_scales, slot) + h : nullptr);
+    if (keys != nullptr)
+      EncodeKvRow(shape_.dtype, keys + h * D, D, Row(l.keys, slot) + h * head_bytes,
+                  scaled ? Scales(l.key_scales, slot) + h : nullptr);
+    if (values != nullptr)
+      EncodeKvRow(shape_.dtype, values + h * D, D, Row(l.values, slot) + h * head_bytes,
+                  scaled ? Scales(l.value_scales, slot) + h : nullptr);
   }
 }
 

@@ -38,7 +38,8 @@ class PagedKvStorage {
   void CopyBlock(int32_t src, int32_t dst);
 
   // Stores one token's keys and values (n_kv_heads x head_dim f32 each) in slot `slot` (= block * block_size +
-  // offset) of `layer`, converted to the storage's type.
+  // offset) of `layer`, converted to the storage's type. A null `keys` or `values` leaves that half unwritten (the
+  // halves of one slot may be written by two threads at once).
   void Write(int layer, int64_t slot, const float* keys, const float* values);
 
   // What the attention kernel reads of `layer`.

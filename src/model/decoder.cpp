@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include <unistd.h>
 
@@ -167,27 +168,43 @@ class Model::Ops final : public LayerOps {
       const LoraBatch::Out lora_qkv[] = {{LoraTarget::kQ, q}, {LoraTarget::kK, k}, {LoraTarget::kV, v}};
       m_.lora_.Apply(layer, lora_qkv, in, pool_);
     }
-    if (c_.qk_norm) {
-      RmsNorm(q, lw.q_norm.data(), c_.rms_eps, T_ * c_.n_heads, c_.head_dim, q);
-      RmsNorm(k, lw.k_norm.data(), c_.rms_eps, T_ * c_.n_kv_heads, c_.head_dim, k);
-    }
+    // Per token: q/k norms, RoPE, and the cache write, as (token, half) tasks over the pool: half 0 finishes q and k
+    // and writes the keys, half 1 writes the values. Each row's operations are the same whatever the split. On one
+    // thread this was a tenth of a batched step with 8 KV heads of 128: a slot's first write faults in its pages
+    // (4 KiB of keys and 4 KiB of values per token and layer), and the other thread waited.
     const int rot = c_.rotary();
     const float mscale = c_.rope_longrope ? c_.rope_longrope->attn_factor : 1.0f;
     const bool rope = !c_.hybrid();  // Nemotron-H's attention layers have no position embedding
-    for (int64_t t = 0; t < T_; ++t) {
+    const int kv_layer = m_.KvLayer(layer);
+    auto prologue = [&](int64_t task, int) {
+      const int64_t t = task / 2;
+      const int64_t slot = batch_.slot_mapping[static_cast<size_t>(t)];
+      PARALLM_CHECK(slot >= 0 && slot < kv_.num_slots());
+      if (task % 2 == 1) {
+        kv_.Write(kv_layer, slot, nullptr, v + t * KV);
+        return;
+      }
+      float *qt = q + t * Q, *kt = k + t * KV;
+      if (c_.qk_norm) {
+        RmsNorm(qt, lw.q_norm.data(), c_.rms_eps, c_.n_heads, c_.head_dim, qt);
+        RmsNorm(kt, lw.k_norm.data(), c_.rms_eps, c_.n_kv_heads, c_.head_dim, kt);
+      }
       const int64_t pos = batch_.positions[static_cast<size_t>(t)];
       const float* inv_freq = m_.InvFreqFor(batch_, t, layer);
       if (rope) {
-        ApplyRope(q + t * Q, c_.n_heads, c_.head_dim, rot, pos, inv_freq, c_.rope_style);
-        ApplyRope(k + t * KV, c_.n_kv_heads, c_.head_dim, rot, pos, inv_freq, c_.rope_style);
+        ApplyRope(qt, c_.n_heads, c_.head_dim, rot, pos, inv_freq, c_.rope_style);
+        ApplyRope(kt, c_.n_kv_heads, c_.head_dim, rot, pos, inv_freq, c_.rope_style);
       }
       if (mscale != 1.0f) {  // LongRoPE's attention factor scales the rotated dims (cos and sin) of q and k
-        ScaleRotated(q + t * Q, c_.n_heads, c_.head_dim, rot, mscale);
-        ScaleRotated(k + t * KV, c_.n_kv_heads, c_.head_dim, rot, mscale);
+        ScaleRotated(qt, c_.n_heads, c_.head_dim, rot, mscale);
+        ScaleRotated(kt, c_.n_kv_heads, c_.head_dim, rot, mscale);
       }
-      const int64_t slot = batch_.slot_mapping[static_cast<size_t>(t)];
-      PARALLM_CHECK(slot >= 0 && slot < kv_.num_slots());
-      kv_.Write(m_.KvLayer(layer), slot, k + t * KV, v + t * KV);
+      kv_.Write(kv_layer, slot, kt, nullptr);
+    };
+    if (pool_ != nullptr) {
+      pool_->ParallelFor(2 * T_, prologue);
+    } else {
+      for (int64_t i = 0; i < 2 * T_; ++i) prologue(i, 0);
     }
     m_.Attention(batch_, layer, kv_, pool_);
     MatMul(lw.wo, m_.attn_.data(), T_, out, c_.hidden, pool_);
@@ -220,7 +237,19 @@ class Model::Ops final : public LayerOps {
     Resize(m_.moe_gate_, A * F);
     Resize(m_.moe_up_, A * F);
     float *x = m_.moe_x_.data(), *y = m_.moe_y_.data(), *g = m_.moe_gate_.data(), *u = m_.moe_up_.data();
-    for (int64_t a = 0; a < A; ++a) std::copy_n(in + r.token[static_cast<size_t>(a)] * H, H, x + a * H);
+    // The gather into expert order and the weighted combine back move A rows of H floats each (2 MB a layer at 64
+    // sequences): over the pool in contiguous ranges when the batch is large (each row's operations are the same).
+    const int64_t parts = pool_ != nullptr && T_ >= 8 ? std::min<int64_t>(pool_->num_threads() * 2, T_) : 1;
+    auto split = [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+      if (parts == 1) return fn(0, n);
+      pool_->ParallelFor(parts, [&](int64_t part, int) {
+        auto [b, e] = SplitRange(n, parts, part);
+        fn(b, e);
+      });
+    };
+    split(A, [&](int64_t a0, int64_t a1) {
+      for (int64_t a = a0; a < a1; ++a) std::copy_n(in + r.token[static_cast<size_t>(a)] * H, H, x + a * H);
+    });
     // All active experts in two parallel loops over (expert, row block) work items: gate and up of every expert
     // (one quantization of the grouped rows), the activation, then every expert's down. With one or two tokens an
     // expert (decode) each product is small, so only the whole layer's work cut in blocks keeps the threads busy.
@@ -261,19 +290,21 @@ class Model::Ops final : public LayerOps {
       }
       GatedMlp(moe.shared_gate, moe.shared_up, moe.shared_down, in, T_, m_.gate_.data(), m_.up_.data(), sh, pool_);
     }
-    for (int64_t t = 0; t < T_; ++t) {
-      float* o = out + t * H;
-      std::fill_n(o, H, 0.0f);
-      for (int64_t j = 0; j < k; ++j) {
-        const float w = r.weight[static_cast<size_t>(t * k + j)];
-        const float* ye = y + static_cast<int64_t>(r.position[static_cast<size_t>(t * k + j)]) * H;
-        for (int64_t i = 0; i < H; ++i) o[i] += w * ye[i];
+    split(T_, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* o = out + t * H;
+        std::fill_n(o, H, 0.0f);
+        for (int64_t j = 0; j < k; ++j) {
+          const float w = r.weight[static_cast<size_t>(t * k + j)];
+          const float* ye = y + static_cast<int64_t>(r.position[static_cast<size_t>(t * k + j)]) * H;
+          for (int64_t i = 0; i < H; ++i) o[i] += w * ye[i];
+        }
+        if (shared) {
+          const float s = m_.shared_scale_[static_cast<size_t>(t)];
+          for (int64_t i = 0; i < H; ++i) o[i] += s * sh[t * H + i];
+        }
       }
-      if (shared) {
-        const float s = m_.shared_scale_[static_cast<size_t>(t)];
-        for (int64_t i = 0; i < H; ++i) o[i] += s * sh[t * H + i];
-      }
-    }
+    });
   }
 
  private:

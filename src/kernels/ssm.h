@@ -2,7 +2,8 @@
 // continuing from its rolling window, and the selective scan (SSD recurrence) per head, continuing from its state.
 // Both run one sequence at a time, token after token, so a sequence's results do not depend on the batch it is in,
 // nor on how its prompt was split into chunks (prefill and decode are the same loop). Each has a scalar twin in
-// ref:: with the same signature, which the tests compare it with.
+// ref:: with the same signature, which the tests compare it with. Prefill's chunked form of the scan is in
+// kernels/ssm_chunked.h.
 #pragma once
 
 #include <cmath>

@@ -15,6 +15,8 @@
 
 namespace parallm {
 
+int SsdChunk(const ModelConfig& c) { return std::min(c.ssm_chunk, 32); }
+
 SsdRuns SsdChunks(const SequenceSlice& seq, int chunk) {
   const int32_t first = seq.context_len - seq.num_tokens, end = seq.context_len;
   const int32_t prompt_end = seq.num_prompt_tokens > 0 ? std::min(seq.num_prompt_tokens, end) : end;
@@ -53,6 +55,8 @@ void MambaMixer(const ModelConfig& c, const MambaWeights& w, int layer, const Fo
   // form over the whole chunks inside both this step and the prompt (SsdChunks), the scan after them. A sequence
   // with chunks runs one task per B/C group (its heads share each chunk's C·Bᵀ), the others one per head; heads own
   // disjoint rows of the state.
+  const int chunk = SsdChunk(c);
+  PARALLM_CHECK(chunk > 0);
   const SsmScanShape shape{c.ssm_heads, c.ssm_head_dim, c.ssm_state, c.ssm_groups, c.ssm_dt_min};
   std::vector<MambaScratch::ScanTask>& tasks = s.tasks;
   tasks.clear();
@@ -60,14 +64,14 @@ void MambaMixer(const ModelConfig& c, const MambaWeights& w, int layer, const Fo
   for (int32_t i = 0; i < static_cast<int32_t>(n_seq); ++i) {
     const SequenceSlice& seq = batch.sequences[static_cast<size_t>(i)];
     if (seq.num_tokens == 0) continue;
-    const SsdRuns runs = SsdChunks(seq, c.ssm_chunk);
+    const SsdRuns runs = SsdChunks(seq, chunk);
     const int width = runs.chunked_end > runs.chunked_begin ? per_group : 1;
     for (int h = 0; h < c.ssm_heads; h += width) tasks.push_back({i, h, h + width});
   }
   for_each(static_cast<int64_t>(tasks.size()), [&](int64_t k) {
     const MambaScratch::ScanTask& task = tasks[static_cast<size_t>(k)];
     const SequenceSlice& seq = batch.sequences[static_cast<size_t>(task.seq)];
-    const SsdRuns runs = SsdChunks(seq, c.ssm_chunk);
+    const SsdRuns runs = SsdChunks(seq, chunk);
     const int32_t first = seq.context_len - seq.num_tokens;  // the position of the slice's first token
     float* ssm = state.Ssm(layer, seq.state_slot);
     // Tokens [from, to) of the slice, by absolute position.
@@ -77,7 +81,7 @@ void MambaMixer(const ModelConfig& c, const MambaWeights& w, int layer, const Fo
       const float* xbc = s.xbc.data() + t0 * CD;
       const float* dt = s.proj.data() + t0 * P + I + CD;
       if (chunked) {
-        SsmChunkedScan(shape, task.head_begin, task.head_end, c.ssm_chunk, xbc, xbc + I, xbc + I + G * N, CD, dt, P,
+        SsmChunkedScan(shape, task.head_begin, task.head_end, chunk, xbc, xbc + I, xbc + I + G * N, CD, dt, P,
                        to - from, w.dt_bias.data(), w.a.data(), w.d.data(), ssm, s.y.data() + t0 * I, I);
       } else {
         SsmScan(shape, task.head_begin, task.head_end, xbc, xbc + I, xbc + I + G * N, CD, dt, P, to - from,

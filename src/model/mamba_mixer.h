@@ -16,15 +16,22 @@
 namespace parallm {
 
 // Which of a slice's tokens the scan computes in its chunked (SSD) form: the positions [chunked_begin, chunked_end),
-// whole chunks of ModelConfig::ssm_chunk tokens counted from position 0, each inside both this slice and the prompt
+// whole chunks of `chunk` (SsdChunk) tokens counted from position 0, each inside both this slice and the prompt
 // (SequenceSlice::num_prompt_tokens; unknown: the slice's end). The positions before and after run token by token.
 //
 // The invariant that keeps hybrid models batch-invariant: the two forms round differently, so every position must
 // get the same form however the prompt was split into steps. Decode tokens and a prompt's tail past its last whole
 // chunk always run token by token; a whole chunk inside the prompt runs chunked, which needs the whole chunk in one
-// step: the engine's scheduler starts and ends every prefill chunk of a hybrid model on a multiple of ssm_chunk
+// step: the engine's scheduler starts and ends every prefill chunk of a hybrid model on a multiple of SsdChunk
 // below the prompt's last whole chunk (Scheduler::SsdAlign, checked by CheckIntegrity). A request recomputed
 // after preemption sees the same prompt length, so its decoded tokens are recomputed token by token too.
+// The SSD chunk of the mixer and the scheduler: the model's chunk_size (ModelConfig::ssm_chunk), at most 32. The
+// published chunk_size is the tile of a GPU kernel, not part of the model's math; on a CPU a chunk's cost per token
+// grows with its length (the masked C·Bᵀ and its product with x) while the products stay efficient down to 32 tokens:
+// one thread over 1024 tokens, nemotron-h-mini's mixer scan took 57 ms with chunks of 128, 33 with 32 (the
+// token-by-token scan 176), the Nano shape's 250, 175 (scan 1000).
+int SsdChunk(const ModelConfig& c);
+
 struct SsdRuns {
   int32_t chunked_begin = 0, chunked_end = 0;  // absolute positions; chunked_end == chunked_begin: none
 };

@@ -66,7 +66,10 @@ TEST(NemotronH, SsdChunksAndPromptSplitsOnTheirBoundaries) {
 
   testing::TinyModelOptions o{Arch::kNemotronH, ModelFormat::kHfFolder, DType::kF32};
   auto model = testing::TinyModel(o, "ssd-splits");
-  ASSERT_EQ(model->config().ssm_chunk, 8);
+  ASSERT_EQ(SsdChunk(model->config()), 8);
+  ModelConfig published;
+  published.ssm_chunk = 128;
+  EXPECT_EQ(SsdChunk(published), 32);  // capped: the cost per token grows with the chunk
   std::vector<int32_t> prompt(29);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((37 * i + 11) % 500);
   auto logits_in_steps = [&](std::vector<size_t> ends) {

@@ -42,8 +42,8 @@ EngineConfig Engine::Resolve(const Model& model, EngineConfig c) {
     // Prefill steps hold whole SSD chunks (model/mamba_mixer.h): a budget below one could never start a long prompt.
     c.scheduler.ssd_chunk = SsdChunk(model.config());
     if (c.scheduler.max_num_batched_tokens < c.scheduler.ssd_chunk) {
-      std::fprintf(stderr, "max_num_batched_tokens raised from %d to %d: this hybrid model's prefill runs in chunks of %d\n",
-                   c.scheduler.max_num_batched_tokens, c.scheduler.ssd_chunk, c.scheduler.ssd_chunk);
+      std::fprintf(stderr, "max_num_batched_tokens raised from %d to %d: this hybrid model's prefill runs in chunks of "
+                   "%d\n", c.scheduler.max_num_batched_tokens, c.scheduler.ssd_chunk, c.scheduler.ssd_chunk);
       c.scheduler.max_num_batched_tokens = c.scheduler.ssd_chunk;
     }
   } else {

@@ -25,9 +25,9 @@ struct SchedulerConfig {
   // vLLM's max_loras: distinct LoRA adapters among the running requests (so in any one step) at most this many;
   // a waiting request for another adapter waits until one of them has no running request. 0: no limit.
   int32_t max_loras = 0;
-  // Hybrid models: their SSD chunk (SsdChunk in model/mamba_mixer.h; 0: not a hybrid model). A prefill chunk that ends inside
-  // the prompt's whole SSD chunks ends on a multiple of it, so that each of those chunks is computed in one step
-  // (the invariant of model/mamba_mixer.h); max_num_batched_tokens must be at least this.
+  // Hybrid models: their SSD chunk (SsdChunk in model/mamba_mixer.h; 0: not a hybrid model). A prefill chunk that
+  // ends inside the prompt's whole SSD chunks ends on a multiple of it, so that each of those chunks is computed in
+  // one step (the invariant of model/mamba_mixer.h); max_num_batched_tokens must be at least this.
   int32_t ssd_chunk = 0;
 };
 

@@ -104,8 +104,9 @@ void SsmChunkedScan(const SsmScanShape& sh, int head_begin, int head_end, int ch
           const float* xt = xh + t * xbc_stride;
           float* yt = y + (t0 + t) * y_stride + h * P;
           const float decay = s.decay[static_cast<size_t>(t)];
-          for (int64_t p = 0; p < P; ++p)
-            yt[p] = (s.yc[static_cast<size_t>(t * P + p)] + decay * s.ys[static_cast<size_t>(t * P + p)]) + D[h] * xt[p];
+          const float* yc = s.yc.data() + t * P;
+          const float* ys = s.ys.data() + t * P;
+          for (int64_t p = 0; p < P; ++p) yt[p] = (yc[p] + decay * ys[p]) + D[h] * xt[p];
         }
         // The state after the chunk: xt[p][u] = L[Q-1][u] dt[u] x[u][p], times B.
         float l = 1;

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cache/cache_budget.h"
+#include "model/mamba_mixer.h"
 #include "util/check.h"
 #include "util/strings.h"
 
@@ -38,6 +39,13 @@ EngineConfig Engine::Resolve(const Model& model, EngineConfig c) {
       std::fprintf(stderr, "speculative decoding is off: a hybrid model's recurrent state cannot drop rejected drafts\n");
     c.scheduler.speculative = SpeculativeConfig{};
     c.draft_model = nullptr;
+    // Prefill steps hold whole SSD chunks (model/mamba_mixer.h): a budget below one could never start a long prompt.
+    c.scheduler.ssd_chunk = SsdChunk(model.config());
+    if (c.scheduler.max_num_batched_tokens < c.scheduler.ssd_chunk) {
+      std::fprintf(stderr, "max_num_batched_tokens raised from %d to %d: this hybrid model's prefill runs in chunks of "
+                   "%d\n", c.scheduler.max_num_batched_tokens, c.scheduler.ssd_chunk, c.scheduler.ssd_chunk);
+      c.scheduler.max_num_batched_tokens = c.scheduler.ssd_chunk;
+    }
   } else {
     c.num_state_slots = 0;
   }

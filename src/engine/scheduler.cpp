@@ -10,6 +10,18 @@ namespace parallm {
 
 Scheduler::Scheduler(const SchedulerConfig& config, KVCacheManager* kv) : config_(config), kv_(kv) {
   PARALLM_CHECK(config.max_num_seqs > 0 && config.max_num_batched_tokens > 0);
+  PARALLM_CHECK_MSG(config.ssd_chunk >= 0 && config.max_num_batched_tokens >= config.ssd_chunk,
+                    "a step's token budget must hold a whole SSD chunk of the hybrid model");
+}
+
+int32_t Scheduler::SsdAlign(const Request& r, int32_t start, int32_t num_new) const {
+  const int32_t q = config_.ssd_chunk;
+  if (q == 0) return num_new;
+  const int32_t whole_end = r.num_prompt_tokens / q * q;  // the prompt's whole chunks end here
+  if (start >= whole_end) return num_new;
+  PARALLM_CHECK_MSG(start % q == 0, "a hybrid model's prefill resumes inside an SSD chunk");
+  const int32_t end = start + num_new;
+  return end >= whole_end ? num_new : end / q * q - start;
 }
 
 void Scheduler::Add(std::unique_ptr<Request> request) {
@@ -81,8 +93,12 @@ SchedulerOutput Scheduler::Schedule() {
   // Running requests first: decodes, and prompts whose prefill continues in chunks.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* r = running_[i];
-    const int32_t num_new = std::min(r->num_tokens() - r->num_computed_tokens, budget);
-    PARALLM_CHECK(num_new > 0);
+    const int32_t num_new =
+        SsdAlign(*r, r->num_computed_tokens, std::min(r->num_tokens() - r->num_computed_tokens, budget));
+    if (num_new == 0) {  // a hybrid model's prefill waits for a budget that holds its next whole SSD chunk
+      ++i;
+      continue;
+    }
     r->draft_tokens.clear();
     if (drafting && r->num_tokens() - r->num_computed_tokens == 1) r->draft_tokens = ProposeDraft(*r, budget - 1);
     r->model_draft.clear();
@@ -129,7 +145,8 @@ SchedulerOutput Scheduler::Schedule() {
     }
     ComputedBlocks cached = kv_->GetComputedBlocks(std::span<const int32_t>(r->tokens), r->adapter_salt());
     const int32_t start = cached.num_tokens;
-    const int32_t num_new = std::min(r->num_tokens() - start, budget);
+    const int32_t num_new = SsdAlign(*r, start, std::min(r->num_tokens() - start, budget));
+    if (num_new == 0) break;  // not even one whole SSD chunk fits this step's budget: next step
     if (!kv_->AllocateSlots(r->id, start, num_new, cached)) break;
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(next));
     if (new_adapter) adapters.push_back(r->adapter.get());
@@ -259,6 +276,9 @@ void Scheduler::CheckIntegrity() const {
     const int64_t capacity = static_cast<int64_t>(kv_->BlockTable(r->id).size()) * kv_->block_size();
     PARALLM_CHECK_MSG(capacity >= r->num_computed_tokens, "a running request lacks blocks for its computed tokens");
     PARALLM_CHECK(r->num_computed_tokens <= r->num_tokens());
+    if (const int32_t q = config_.ssd_chunk; q > 0)
+      PARALLM_CHECK_MSG(r->num_computed_tokens % q == 0 || r->num_computed_tokens >= r->num_prompt_tokens / q * q,
+                        "a hybrid model's prefill stopped inside one of its prompt's whole SSD chunks");
   }
   for (const Request* r : waiting_) {
     PARALLM_CHECK(r->status == RequestStatus::kWaiting || r->status == RequestStatus::kPreempted);

@@ -25,6 +25,10 @@ struct SchedulerConfig {
   // vLLM's max_loras: distinct LoRA adapters among the running requests (so in any one step) at most this many;
   // a waiting request for another adapter waits until one of them has no running request. 0: no limit.
   int32_t max_loras = 0;
+  // Hybrid models: their SSD chunk (SsdChunk in model/mamba_mixer.h; 0: not a hybrid model). A prefill chunk that
+  // ends inside the prompt's whole SSD chunks ends on a multiple of it, so that each of those chunks is computed in
+  // one step (the invariant of model/mamba_mixer.h); max_num_batched_tokens must be at least this.
+  int32_t ssd_chunk = 0;
 };
 
 struct ScheduledRequest {
@@ -93,13 +97,17 @@ class Scheduler {
   const SpecStats& spec_stats() const { return spec_stats_; }
 
   // Aborts if any invariant is broken: every running request holds blocks for its computed tokens, waiting
-  // requests hold none, no request is in two queues, the cache manager's own invariants.
+  // requests hold none, no request is in two queues, the cache manager's own invariants; for a hybrid model, every
+  // running request's computed tokens end on an SSD-chunk boundary or past its prompt's whole chunks.
   void CheckIntegrity() const;
 
  private:
   void Preempt(Request* r);
   void Finish(Request* r, FinishReason reason);
   bool StopsAfter(const Request& r) const;
+  // How many of `num_new` tokens from `start` a step may compute for `r`: all of them, or with ssd_chunk set and the
+  // end inside the prompt's whole SSD chunks, down to the last multiple of ssd_chunk (possibly none).
+  int32_t SsdAlign(const Request& r, int32_t start, int32_t num_new) const;
   // Whether decoding requests draft this step (speculation on, and not over disable_by_batch_size requests).
   bool Drafting() const;
   // How many tokens a decoding request may draft: at most `budget`, and never past its max_tokens or the context.

@@ -12,9 +12,6 @@ namespace {
 
 float Silu(float v) { return v / (1.0f + std::exp(-v)); }
 
-// torch.nn.functional.softplus (beta 1, threshold 20: the input itself above it).
-float Softplus(float v) { return v > 20.0f ? v : std::log1p(std::exp(v)); }
-
 }  // namespace
 
 void SsmConv1d(const float* x, int64_t x_stride, int64_t n, int channels, int kernel, const float* w,
@@ -55,7 +52,7 @@ void SsmScan(const SsmScanShape& sh, int head_begin, int head_end, const float* 
     const float* ct = C + t * xbc_stride;
     float* yt = y + t * y_stride;
     for (int64_t h = head_begin; h < head_end; ++h) {
-      const float dt = std::max(Softplus(dt_raw[t * dt_stride + h] + dt_bias[h]), sh.dt_min);
+      const float dt = SsmStepSize(dt_raw[t * dt_stride + h], dt_bias[h], sh.dt_min);
       const float dA = std::exp(dt * A[h]);
       const int64_t g = h / heads_per_group;
       const float* bg = bt + g * N;

@@ -2,9 +2,11 @@
 // continuing from its rolling window, and the selective scan (SSD recurrence) per head, continuing from its state.
 // Both run one sequence at a time, token after token, so a sequence's results do not depend on the batch it is in,
 // nor on how its prompt was split into chunks (prefill and decode are the same loop). Each has a scalar twin in
-// ref:: with the same signature, which the tests compare it with.
+// ref:: with the same signature, which the tests compare it with. Prefill's chunked form of the scan is in
+// kernels/ssm_chunked.h.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace parallm {
@@ -25,6 +27,14 @@ struct SsmScanShape {
   int groups = 1;    // B/C groups: head h reads group h / (heads / groups)
   float dt_min = 0;  // softplus(dt + dt_bias) is clamped below at dt_min
 };
+
+// A token's step size for one head: max(softplus(dt_raw + dt_bias), dt_min), softplus as torch's (beta 1, threshold
+// 20: the input itself above it). Shared by the scan and its chunked form so both see the same dt.
+inline float SsmStepSize(float dt_raw, float dt_bias, float dt_min) {
+  const float v = dt_raw + dt_bias;
+  const float sp = v > 20.0f ? v : std::log1p(std::exp(v));
+  return sp < dt_min ? dt_min : sp;
+}
 
 // The selective scan of heads [head_begin, head_end) over `n` tokens of one sequence. Per token t and head h:
 //   dt = max(softplus(dt_raw[t][h] + dt_bias[h]), dt_min);  dA = exp(dt * A[h])

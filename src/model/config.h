@@ -106,7 +106,7 @@ struct ModelConfig {
   int ssm_groups = 1;
   int ssm_conv_kernel = 4;
   float ssm_dt_min = 0.0f;   // softplus(dt + dt_bias) is clamped below at this (transformers' time_step_min)
-  int ssm_chunk = 128;       // the chunk of the reference's chunked scan (written back to config.json; not used here)
+  int ssm_chunk = 128;       // the published SSD chunk (chunk_size); parallm's is at most 32 of it (SsdChunk)
   // Nemotron-H's experts: sigmoid router scores plus a per-expert correction bias choose the experts (the best
   // moe_topk_groups of moe_groups groups, by the sum of each group's two best), the sigmoid scores weight them
   // (renormalised when norm_topk_prob), times routed_scaling.

@@ -4,14 +4,25 @@
 // and projected out.
 #include "model/mamba_mixer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/ssm.h"
+#include "kernels/ssm_chunked.h"
 #include "util/check.h"
 
 namespace parallm {
+
+int SsdChunk(const ModelConfig& c) { return std::min(c.ssm_chunk, 32); }
+
+SsdRuns SsdChunks(const SequenceSlice& seq, int chunk) {
+  const int32_t first = seq.context_len - seq.num_tokens, end = seq.context_len;
+  const int32_t prompt_end = seq.num_prompt_tokens > 0 ? std::min(seq.num_prompt_tokens, end) : end;
+  const int32_t begin = std::min((first + chunk - 1) / chunk * chunk, end);
+  return {begin, std::max(begin, prompt_end / chunk * chunk)};
+}
 
 void MambaMixer(const ModelConfig& c, const MambaWeights& w, int layer, const ForwardBatch& batch, const float* in,
                 float* out, SsmStateStorage& state, MambaScratch& s, ThreadPool* pool) {
@@ -40,16 +51,46 @@ void MambaMixer(const ModelConfig& c, const MambaWeights& w, int layer, const Fo
               w.conv_bias.empty() ? nullptr : w.conv_bias.data(), state.Conv(layer, seq.state_slot),
               s.xbc.data() + t0 * CD, CD);
   });
-  // The scan, one (sequence, head) per task: heads own disjoint rows of the state.
+  // The scan. A sequence's tokens split into three runs: the scan up to the first SSD-chunk boundary, the chunked
+  // form over the whole chunks inside both this step and the prompt (SsdChunks), the scan after them. A sequence
+  // with chunks runs one task per B/C group (its heads share each chunk's C·Bᵀ), the others one per head; heads own
+  // disjoint rows of the state.
+  const int chunk = SsdChunk(c);
+  PARALLM_CHECK(chunk > 0);
   const SsmScanShape shape{c.ssm_heads, c.ssm_head_dim, c.ssm_state, c.ssm_groups, c.ssm_dt_min};
-  for_each(n_seq * c.ssm_heads, [&](int64_t task) {
-    const SequenceSlice& seq = batch.sequences[static_cast<size_t>(task / c.ssm_heads)];
-    const int h = static_cast<int>(task % c.ssm_heads);
-    if (seq.num_tokens == 0) return;
-    const int64_t t0 = seq.token_begin;
-    const float* xbc = s.xbc.data() + t0 * CD;
-    SsmScan(shape, h, h + 1, xbc, xbc + I, xbc + I + G * N, CD, s.proj.data() + t0 * P + I + CD, P, seq.num_tokens,
-            w.dt_bias.data(), w.a.data(), w.d.data(), state.Ssm(layer, seq.state_slot), s.y.data() + t0 * I, I);
+  std::vector<MambaScratch::ScanTask>& tasks = s.tasks;
+  tasks.clear();
+  const int per_group = c.ssm_heads / c.ssm_groups;
+  for (int32_t i = 0; i < static_cast<int32_t>(n_seq); ++i) {
+    const SequenceSlice& seq = batch.sequences[static_cast<size_t>(i)];
+    if (seq.num_tokens == 0) continue;
+    const SsdRuns runs = SsdChunks(seq, chunk);
+    const int width = runs.chunked_end > runs.chunked_begin ? per_group : 1;
+    for (int h = 0; h < c.ssm_heads; h += width) tasks.push_back({i, h, h + width});
+  }
+  for_each(static_cast<int64_t>(tasks.size()), [&](int64_t k) {
+    const MambaScratch::ScanTask& task = tasks[static_cast<size_t>(k)];
+    const SequenceSlice& seq = batch.sequences[static_cast<size_t>(task.seq)];
+    const SsdRuns runs = SsdChunks(seq, chunk);
+    const int32_t first = seq.context_len - seq.num_tokens;  // the position of the slice's first token
+    float* ssm = state.Ssm(layer, seq.state_slot);
+    // Tokens [from, to) of the slice, by absolute position.
+    auto run = [&](int32_t from, int32_t to, bool chunked) {
+      if (to <= from) return;
+      const int64_t t0 = seq.token_begin + (from - first);
+      const float* xbc = s.xbc.data() + t0 * CD;
+      const float* dt = s.proj.data() + t0 * P + I + CD;
+      if (chunked) {
+        SsmChunkedScan(shape, task.head_begin, task.head_end, chunk, xbc, xbc + I, xbc + I + G * N, CD, dt, P,
+                       to - from, w.dt_bias.data(), w.a.data(), w.d.data(), ssm, s.y.data() + t0 * I, I);
+      } else {
+        SsmScan(shape, task.head_begin, task.head_end, xbc, xbc + I, xbc + I + G * N, CD, dt, P, to - from,
+                w.dt_bias.data(), w.a.data(), w.d.data(), ssm, s.y.data() + t0 * I, I);
+      }
+    };
+    run(first, runs.chunked_begin, false);
+    run(runs.chunked_begin, runs.chunked_end, true);
+    run(runs.chunked_end, seq.context_len, false);
   });
   // Gate with silu(z), then RMSNorm each group of inner / groups channels with its slice of the weight.
   const int64_t gs = I / G;

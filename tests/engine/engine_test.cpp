@@ -376,7 +376,8 @@ TEST(Engine, NCopiesForkAfterThePromptAndShareItsBlocks) {
 }
 
 // A hybrid model's state slots: with fewer slots (5) than max_num_seqs, a cache too small for every request (blocks
-// run out: preemption frees the slot and the request recomputes from a reset state), prefill chunks of 8 tokens and
+// run out: preemption frees the slot and the request recomputes from a reset state), prefill steps of at most 16
+// tokens (two of the tiny model's SSD chunks, so steps end on chunk boundaries or wait: model/mamba_mixer.h) and
 // cancellations mid-flight, every request that is not cancelled gives the tokens it gives alone, no slot or block
 // leaks, and n = 3 copies fork from the parent's state (copy k equals a lone request with seed + k).
 TEST(Engine, HybridStateSlotsSurvivePreemptionCancellationAndForks) {
@@ -397,7 +398,7 @@ TEST(Engine, HybridStateSlotsSurvivePreemptionCancellationAndForks) {
   EXPECT_EQ(roomy.engine().kv_manager().num_state_slots(), 64);       // one per running request
 
   auto model = testing::TinyModel(o, "hybrid-squeezed");
-  EngineConfig config = SmallConfig(/*blocks=*/9, /*max_seqs=*/16, /*max_tokens=*/8);
+  EngineConfig config = SmallConfig(/*blocks=*/9, /*max_seqs=*/16, /*max_tokens=*/16);
   config.num_state_slots = 5;
   Engine engine(*model, config);
   auto adapter = std::make_shared<LoraAdapter>();  // LoRA is refused for hybrid models (not supported yet)

@@ -79,6 +79,29 @@ TEST(Scheduler, ChunkedPrefillWithinTheBudgetThenDecodeFirst) {
   EXPECT_EQ(kv.num_free_blocks(), 64);
 }
 
+// A hybrid model's SSD chunks (4 tokens here): a prefill step that ends inside the prompt's whole chunks ends on a
+// chunk boundary, so every whole chunk is computed in one step (model/mamba_mixer.h); a request whose next whole
+// chunk does not fit the rest of the budget waits for the next step.
+TEST(Scheduler, HybridPrefillStepsEndOnSsdChunkBoundaries) {
+  KVCacheManager kv(64, 4, /*enable_prefix_caching=*/false);
+  SchedulerConfig c = Limits(4, 10);
+  c.ssd_chunk = 4;
+  Scheduler sched(c, &kv);
+  sched.Add(MakeRequest(1, 19, 2));  // whole chunks end at 16
+  sched.Add(MakeRequest(2, 6, 2));   // whole chunks end at 4
+  auto step = [&](std::vector<std::pair<RequestId, int32_t>> want) {
+    auto out = sched.Schedule();
+    EXPECT_EQ(Summarize(out).scheduled, want);
+    sched.Update(out, FakeSamples(out));
+    sched.CheckIntegrity();
+  };
+  step({{1, 8}});           // 10 would end at 10, inside chunk [8, 12); request 2's 2 tokens would split [0, 4)
+  step({{1, 10}});          // [8, 18): past the whole chunks, the tail runs token by token
+  step({{1, 1}, {2, 6}});   // the prompt's last token (samples); request 2 whole (its tail [4, 6) included)
+  step({{1, 1}, {2, 1}});   // decodes
+  EXPECT_EQ(sched.num_unfinished(), 0);
+}
+
 TEST(Scheduler, MaxNumSeqsLimitsRunningRequests) {
   KVCacheManager kv(64, 4, false);
   Scheduler sched(Limits(2, 100), &kv);

@@ -1,6 +1,7 @@
 // Nemotron-H pieces below the forward pass (whose logits tests/reference checks): the sigmoid, group-limited expert
 // routing on hand-made logits, the published 30B-A3B shape (parameters, cache bytes), the tensor names both ways,
-// config.json errors that must name the field, and GGUF metadata and shapes as llama.cpp writes nemotron_h(_moe).
+// config.json errors that must name the field, GGUF metadata and shapes as llama.cpp writes nemotron_h(_moe), and
+// the mixer's rule for which positions run the chunked (SSD) scan, with what it means for a prompt split in steps.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +10,9 @@
 
 #include "formats/gguf.h"
 #include "model/config.h"
+#include "engine/single_sequence.h"
 #include "model/loader.h"
+#include "model/mamba_mixer.h"
 #include "model/nemotron_routing.h"
 #include "model/synthetic.h"
 #include "model/tensor_names.h"
@@ -40,6 +43,51 @@ TEST(NemotronRouting, GroupLimitedTopKWithCorrectionBias) {
   EXPECT_EQ(r.expert, (std::vector<int32_t>{0, 4}));
   EXPECT_NEAR(r.weight[0], Sigmoid(3.0f), 1e-6);
   EXPECT_EQ(r.offsets, (std::vector<int32_t>{0, 1, 1, 1, 1, 2, 2, 2, 2}));
+}
+
+// SsdChunks: whole chunks (8 tokens) inside both the slice and the prompt run chunked. A prompt run in steps that
+// start and end on chunk boundaries gives the logits it gives whole, bit for bit; a step ending inside a chunk (which
+// the engine's scheduler never makes for a hybrid model) runs that chunk token by token: nearly the same, not the same.
+TEST(NemotronH, SsdChunksAndPromptSplitsOnTheirBoundaries) {
+  auto runs = [](int32_t first, int32_t n, int32_t prompt) {
+    SequenceSlice s;
+    s.num_tokens = n;
+    s.context_len = first + n;
+    s.num_prompt_tokens = prompt;
+    const SsdRuns r = SsdChunks(s, 8);
+    return std::pair{r.chunked_begin, r.chunked_end};
+  };
+  EXPECT_EQ(runs(0, 29, 29), (std::pair{0, 24}));   // the tail [24, 29) token by token
+  EXPECT_EQ(runs(8, 16, 29), (std::pair{8, 24}));
+  EXPECT_EQ(runs(24, 5, 29), (std::pair{24, 24}));  // the tail alone: none
+  EXPECT_EQ(runs(33, 1, 29), (std::pair{34, 34}));  // a decode token: none
+  EXPECT_EQ(runs(0, 40, 20), (std::pair{0, 16}));   // a recomputed request: its decoded tokens token by token
+  EXPECT_EQ(runs(3, 20, 0), (std::pair{8, 16}));    // prompt length unknown: the slice's whole chunks
+
+  testing::TinyModelOptions o{Arch::kNemotronH, ModelFormat::kHfFolder, DType::kF32};
+  auto model = testing::TinyModel(o, "ssd-splits");
+  ASSERT_EQ(SsdChunk(model->config()), 8);
+  ModelConfig published;
+  published.ssm_chunk = 128;
+  EXPECT_EQ(SsdChunk(published), 32);  // capped: the cost per token grows with the chunk
+  std::vector<int32_t> prompt(29);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((37 * i + 11) % 500);
+  auto logits_in_steps = [&](std::vector<size_t> ends) {
+    SingleSequence seq(*model, 64, nullptr);
+    std::vector<float> all;
+    for (size_t at = 0, k = 0; k < ends.size(); at = ends[k++]) {
+      std::vector<float> part = seq.Append(std::span<const int32_t>(prompt).subspan(at, ends[k] - at), true);
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    return all;
+  };
+  const std::vector<float> whole = logits_in_steps({29});
+  EXPECT_EQ(logits_in_steps({8, 24, 29}), whole);
+  EXPECT_EQ(logits_in_steps({16, 27, 29}), whole);
+  const std::vector<float> inside = logits_in_steps({5, 29});  // [0, 8) token by token
+  ASSERT_EQ(inside.size(), whole.size());
+  EXPECT_NE(inside, whole);
+  for (size_t i = 0; i < whole.size(); ++i) ASSERT_NEAR(inside[i], whole[i], 1e-3f * (1 + std::abs(whole[i]))) << i;
 }
 
 TEST(NemotronH, PublishedNanoShape) {

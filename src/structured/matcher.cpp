@@ -29,6 +29,13 @@ int32_t CompiledGrammar::num_cached_masks() const {
   return n;
 }
 
+int32_t CompiledGrammar::num_run_masks() const {
+  std::lock_guard lock(mu_);
+  int32_t n = 0;
+  for (const State& s : states_) n += s.mask != nullptr && s.run.table != nullptr;
+  return n;
+}
+
 int32_t CompiledGrammar::Intern(int32_t pos, int32_t parent) {
   const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(pos)) << 32) | static_cast<uint32_t>(parent);
   auto [it, inserted] = node_ids_.try_emplace(key, static_cast<int32_t>(nodes_.size()));
@@ -174,7 +181,25 @@ const CompiledGrammar::CharStep& CompiledGrammar::Step(int32_t state) {
     }
     if (!utf8) break;
   }
-  if (!utf8) return s.step;
+  if (!utf8) {
+    // No common state for the other characters: the ASCII bytes that share the most common one.
+    std::vector<std::pair<int32_t, int>> counts;
+    for (int b = 0; b < 128; ++b) {
+      const int32_t n = Next(state, static_cast<uint8_t>(b));
+      if (n == kDead) continue;
+      auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == n; });
+      if (it == counts.end()) counts.emplace_back(n, 1);
+      else ++it->second;
+    }
+    target = kDead;
+    int best = 0;
+    for (const auto& [n, count] : counts)
+      if (count > best) {
+        best = count;
+        target = n;
+      }
+    if (target == kDead) return s.step;
+  }
   s.step.target = target;
   s.step.utf8 = utf8;
   for (int b = 0; b < 128; ++b)
@@ -186,12 +211,14 @@ const CompiledGrammar::Run& CompiledGrammar::RunOf(int32_t state) {
   State& s = states_[static_cast<size_t>(state)];
   if (s.run_known) return s.run;
   s.run_known = true;
-  // The class is what this state's first character may be. Only classes with every non-ASCII character (string
-  // contents): their other tokens are few (~5K of Qwen's 151K, the table built in ~20 ms once per vocabulary),
-  // where an ASCII-only class such as [a-zA-Z0-9] leaves most of the vocabulary to walk anyway.
+  // The class is what this state's first character may be; an ASCII-only class must be wide enough for its runs
+  // to matter ([a-zA-Z0-9_+-] in an e-mail address, not the digits of a number): a table is built per class.
+  constexpr int kMinAsciiClass = 16;
   const CharStep first = Step(state);
-  if (first.target == kDead || !first.utf8) return s.run;
+  if (first.target == kDead) return s.run;
   const RunClass cls{first.ascii, first.utf8};
+  if (!cls.utf8 && __builtin_popcountll(cls.ascii[0]) + __builtin_popcountll(cls.ascii[1]) < kMinAsciiClass)
+    return s.run;
   // Follow the states that one character of the class leads to, until the class is refused whole (a counted
   // string at 0 left) or a state comes back (a loop).
   auto refuses_class = [&](int32_t x) {
@@ -228,7 +255,8 @@ const CompiledGrammar::Run& CompiledGrammar::RunOf(int32_t state) {
   return s.run;
 }
 
-void CompiledGrammar::Walk(const TokenTrie& trie, int32_t state, uint32_t* bits) {
+void CompiledGrammar::Walk(int32_t state, const RunTable* table, uint32_t* bits) {
+  const TokenTrie& trie = vocab_->trie();
   const TokenTrie::Node* nodes = trie.nodes().data();
   const int32_t* first = trie.first_token().data();
   const int32_t* ids = trie.token_ids().data();
@@ -257,6 +285,11 @@ void CompiledGrammar::Walk(const TokenTrie& trie, int32_t state, uint32_t* bits)
   // Preorder walk: a node's parent state is walk_[depth - 1]; a refused byte skips the whole subtree.
   for (size_t i = 0; i < num_nodes;) {
     const TokenTrie::Node node = nodes[i];
+    if (table != nullptr && table->others_before[static_cast<size_t>(first[i])] ==
+                                table->others_before[static_cast<size_t>(first[node.skip])]) {
+      i = static_cast<size_t>(node.skip);  // only class tokens below: their answer is in `bits`
+      continue;
+    }
     const int32_t from = walk_[node.depth - 1u];
     int32_t next = next_[static_cast<size_t>(from) * 256 + node.byte];
     if (next == kUnknown) next = Next(from, node.byte);
@@ -295,10 +328,15 @@ void CompiledGrammar::Walk(const TokenTrie& trie, int32_t state, uint32_t* bits)
       }
     return;
   }
+  // With a table: the class tokens are answered in `bits` already (those the walk skipped too), so only the
+  // other tokens are set here and cleared where refused.
   const std::vector<uint32_t>& all = trie.tokens();
-  for (size_t w = 0; w < all.size(); ++w) bits[w] |= all[w];
+  if (table == nullptr)
+    for (size_t w = 0; w < all.size(); ++w) bits[w] |= all[w];
+  else
+    for (size_t w = 0; w < all.size(); ++w) bits[w] |= all[w] & ~table->all[w];
   for (size_t w = 0; w < words; ++w) {
-    uint64_t x = ~pre[w];
+    uint64_t x = table == nullptr ? ~pre[w] : ~pre[w] & ~table->class_at[w];
     if (w == words - 1 && (num_tokens & 63) != 0) x &= (uint64_t{1} << (num_tokens & 63)) - 1;
     for (; x != 0; x &= x - 1) {
       const int32_t id = ids[w * 64 + static_cast<size_t>(__builtin_ctzll(x))];
@@ -312,16 +350,14 @@ std::shared_ptr<const std::vector<uint32_t>> CompiledGrammar::Mask(int32_t state
   std::shared_ptr<std::vector<uint32_t>> mask;
   const Run& run = RunOf(state);
   if (run.table != nullptr) {
-    // The class tokens come precomputed; only the other tokens are walked (the class tokens are not in that
-    // trie, so clearing its refused tokens cannot touch them).
+    // The class tokens come precomputed; the walk answers the others.
     mask = std::make_shared<std::vector<uint32_t>>(run.chars == Run::kForever
                                                        ? run.table->all
                                                        : run.table->at_most[static_cast<size_t>(run.chars)]);
-    Walk(run.table->others, state, mask->data());
   } else {
     mask = std::make_shared<std::vector<uint32_t>>(static_cast<size_t>(vocab_->mask_words()), 0u);
-    Walk(vocab_->trie(), state, mask->data());
   }
+  Walk(state, run.table, mask->data());
   states_[static_cast<size_t>(state)].mask = mask;
   return mask;
 }

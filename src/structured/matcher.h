@@ -9,7 +9,8 @@
 // grammar. In JSON most steps land in states seen before (inside a string, after a comma), so a step usually
 // costs a cache lookup and a copy. A state that takes runs of one character class (inside a string; a counted
 // string with k characters left) is not walked over the whole vocabulary: its mask is the vocabulary's
-// precomputed class tokens of at most k characters plus a walk of the small trie of the other tokens (RunTable).
+// precomputed class tokens of at most k characters plus a walk that skips every subtree of class tokens
+// (RunTable).
 #pragma once
 
 #include <array>
@@ -36,14 +37,17 @@ class CompiledGrammar {
   // How many automaton states and cached masks exist so far (for tests and the benchmark).
   int32_t num_states() const;
   int32_t num_cached_masks() const;
+  // How many of those came from a RunTable (a state that takes runs of a character class).
+  int32_t num_run_masks() const;
 
  private:
   friend class GrammarMatcher;
   static constexpr int32_t kDead = -1;
   static constexpr int32_t kUnknown = -2;
 
-  // One character from a state: the state that every valid non-ASCII character leads to, and the ASCII bytes that
-  // lead there too; target kDead when the non-ASCII characters do not all lead to one state.
+  // One character from a state: the state that every valid non-ASCII character leads to (utf8), and the ASCII
+  // bytes that lead there too; when the non-ASCII characters do not all lead to one state, the state that most
+  // ASCII bytes lead to, and those bytes. target kDead when no byte leads anywhere.
   struct CharStep {
     int32_t target = kDead;
     std::array<uint64_t, 2> ascii{};
@@ -85,8 +89,9 @@ class CompiledGrammar {
   bool Loops(int32_t state);
   const CharStep& Step(int32_t state);
   const Run& RunOf(int32_t state);
-  // ORs into `bits` the tokens of `trie` that `state` allows.
-  void Walk(const TokenTrie& trie, int32_t state, uint32_t* bits);
+  // ORs into `bits` the tokens of the vocabulary's trie that `state` allows; with a table, only those that are
+  // not its class tokens (subtrees of class tokens are skipped: `bits` holds their answer already).
+  void Walk(int32_t state, const RunTable* table, uint32_t* bits);
   int32_t Intern(int32_t pos, int32_t parent);
   void Expand(int32_t pos, int32_t parent, std::vector<int32_t>* out);
   int32_t InternState(std::vector<int32_t> stacks);

@@ -54,22 +54,22 @@ RunTable RunTable::Build(const RunClass& cls, const std::vector<std::string>& by
   RunTable t;
   t.cls = cls;
   const size_t words = trie.tokens().size();
+  const std::vector<int32_t>& ids = trie.token_ids();
   t.at_most.assign(static_cast<size_t>(kMaxChars) + 1, std::vector<uint32_t>(words, 0u));
   t.all.assign(words, 0u);
-  std::vector<int32_t> others;
-  for (int32_t id : trie.token_ids()) {
+  t.class_at.assign((ids.size() + 63) / 64, 0);
+  t.others_before.assign(ids.size() + 1, 0);
+  for (size_t p = 0; p < ids.size(); ++p) {
+    const int32_t id = ids[p];
     const int32_t chars = RunLength(cls, bytes[static_cast<size_t>(id)]);
-    if (chars < 0) {
-      others.push_back(id);
-      continue;
-    }
+    t.others_before[p + 1] = t.others_before[p] + (chars < 0 ? 1 : 0);
+    if (chars < 0) continue;
+    t.class_at[p >> 6] |= uint64_t{1} << (p & 63);
     t.all[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
     if (chars <= kMaxChars) t.at_most[static_cast<size_t>(chars)][static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
   }
   for (size_t c = 1; c < t.at_most.size(); ++c)
     for (size_t w = 0; w < words; ++w) t.at_most[c][w] |= t.at_most[c - 1][w];
-  // In the trie's order, which is sorted already.
-  t.others = TokenTrie::Build(bytes, std::move(others), static_cast<int32_t>(words), /*sorted=*/true);
   return t;
 }
 

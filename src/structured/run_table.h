@@ -1,9 +1,8 @@
 // RunTable: the tokens of a vocabulary that are runs of one character class (the ordinary characters of a JSON
-// string, say), grouped by how many characters they hold, and a trie of all other tokens. A grammar state that
-// takes any k characters of the class and then none (a counted string with k left) allows exactly the class
-// tokens of at most k characters, plus whatever its walk of the small trie of other tokens allows; one that loops
-// on the class allows all class tokens. So such states cost a copy and a short walk instead of a walk of the
-// whole vocabulary.
+// string, say), grouped by how many characters they hold. A grammar state that takes any k characters of the
+// class and then none (a counted string with k left) allows exactly the class tokens of at most k characters; one
+// that loops on the class allows all of them. Its mask is then that precomputed set plus a walk of the trie that
+// skips every subtree made only of class tokens: a copy and a short walk instead of a walk of the vocabulary.
 #pragma once
 
 #include <array>
@@ -30,7 +29,11 @@ struct RunTable {
   // character counts as one).
   std::vector<std::vector<uint32_t>> at_most;
   std::vector<uint32_t> all;  // every class token
-  TokenTrie others;           // every other token the trie holds
+  // By position in the trie's token_ids(): bit set for a class token; and how many tokens before each position
+  // (one past the last too) are not class tokens, so that a subtree [first_token[i], first_token[skip]) is made
+  // only of class tokens when both ends have the same count.
+  std::vector<uint64_t> class_at;
+  std::vector<int32_t> others_before;
 
   // Over the tokens of `trie`, whose bytes are `bytes[id]`.
   static RunTable Build(const RunClass& cls, const std::vector<std::string>& bytes, const TokenTrie& trie);

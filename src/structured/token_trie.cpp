@@ -5,11 +5,9 @@
 
 namespace parallm::structured {
 
-TokenTrie TokenTrie::Build(const std::vector<std::string>& bytes, std::vector<int32_t> order, int32_t mask_words,
-                           bool sorted) {
+TokenTrie TokenTrie::Build(const std::vector<std::string>& bytes, std::vector<int32_t> order, int32_t mask_words) {
   TokenTrie t;
-  if (!sorted)
-    std::stable_sort(order.begin(), order.end(),
+  std::stable_sort(order.begin(), order.end(),
                    [&](int32_t a, int32_t b) { return bytes[static_cast<size_t>(a)] < bytes[static_cast<size_t>(b)]; });
   std::vector<int32_t> path;  // node index per depth - 1, along the last inserted token
   // Closes the deepest open node: its subtree ends here; its byte and the bytes below it go to its parent.

@@ -21,10 +21,8 @@ class TokenTrie {
   };
   using ByteBits = std::array<uint64_t, 4>;
 
-  // Over the tokens `ids` (each with non-empty bytes[id]), for masks of `mask_words` 32-bit words. `sorted`: the
-  // ids are already in the order of their bytes (a subsequence of another trie's token_ids()).
-  static TokenTrie Build(const std::vector<std::string>& bytes, std::vector<int32_t> ids, int32_t mask_words,
-                         bool sorted = false);
+  // Over the tokens `ids` (each with non-empty bytes[id]), for masks of `mask_words` 32-bit words.
+  static TokenTrie Build(const std::vector<std::string>& bytes, std::vector<int32_t> ids, int32_t mask_words);
 
   const std::vector<Node>& nodes() const { return nodes_; }
   // Per node, then one past the last: the index in token_ids() (which is in preorder) of the first token at or

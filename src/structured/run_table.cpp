@@ -59,9 +59,13 @@ RunTable RunTable::Build(const RunClass& cls, const std::vector<std::string>& by
   t.all.assign(words, 0u);
   t.class_at.assign((ids.size() + 63) / 64, 0);
   t.others_before.assign(ids.size() + 1, 0);
+  // By id first (the strings in memory order), then by trie position.
+  std::vector<int32_t> run_length(bytes.size(), -1);
+  for (size_t id = 0; id < bytes.size(); ++id)
+    if (!bytes[id].empty()) run_length[id] = RunLength(cls, bytes[id]);
   for (size_t p = 0; p < ids.size(); ++p) {
     const int32_t id = ids[p];
-    const int32_t chars = RunLength(cls, bytes[static_cast<size_t>(id)]);
+    const int32_t chars = run_length[static_cast<size_t>(id)];
     t.others_before[p + 1] = t.others_before[p] + (chars < 0 ? 1 : 0);
     if (chars < 0) continue;
     t.class_at[p >> 6] |= uint64_t{1} << (p & 63);

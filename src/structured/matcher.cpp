@@ -14,7 +14,7 @@ size_t CompiledGrammar::VectorHash::operator()(const std::vector<int32_t>& v) co
 CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocab> vocab)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {
   nodes_.push_back({-1, -1});  // id 0: the empty stack
-  walk_.resize(static_cast<size_t>(vocab_->max_depth()) + 1);
+  walk_.resize(static_cast<size_t>(vocab_->trie().max_depth()) + 1);
 }
 
 int32_t CompiledGrammar::num_states() const {
@@ -26,6 +26,13 @@ int32_t CompiledGrammar::num_cached_masks() const {
   std::lock_guard lock(mu_);
   int32_t n = 0;
   for (const State& s : states_) n += s.mask != nullptr;
+  return n;
+}
+
+int32_t CompiledGrammar::num_run_masks() const {
+  std::lock_guard lock(mu_);
+  int32_t n = 0;
+  for (const State& s : states_) n += s.mask != nullptr && s.run.table != nullptr;
   return n;
 }
 
@@ -120,21 +127,169 @@ bool CompiledGrammar::Loops(int32_t state) {
   return loops_[static_cast<size_t>(state)] == 1;
 }
 
-std::shared_ptr<const std::vector<uint32_t>> CompiledGrammar::Mask(int32_t state) {
-  if (const auto& m = states_[static_cast<size_t>(state)].mask) return m;
-  auto mask = std::make_shared<std::vector<uint32_t>>(static_cast<size_t>(vocab_->mask_words()), 0u);
-  uint32_t* bits = mask->data();
-  const TokenVocab::TrieNode* trie = vocab_->trie().data();
-  const int32_t* first = vocab_->first_token().data();
-  const int32_t* ids = vocab_->token_ids().data();
-  const size_t nodes = vocab_->trie().size();
+const CompiledGrammar::CharStep& CompiledGrammar::Step(int32_t state) {
+  // States live in a deque: the reference stays valid while Next() adds states.
+  State& s = states_[static_cast<size_t>(state)];
+  if (s.step_known) return s.step;
+  s.step_known = true;
+  // The multi-byte characters of UTF-8 by lead bytes, with the ranges of their continuation bytes (no overlong
+  // forms, no surrogates, nothing past U+10FFFF).
+  struct Group {
+    uint8_t lead_lo, lead_hi;
+    int conts;
+    uint8_t lo[3], hi[3];
+  };
+  static constexpr Group kGroups[] = {
+      {0xC2, 0xDF, 1, {0x80}, {0xBF}},
+      {0xE0, 0xE0, 2, {0xA0, 0x80}, {0xBF, 0xBF}},
+      {0xE1, 0xEC, 2, {0x80, 0x80}, {0xBF, 0xBF}},
+      {0xED, 0xED, 2, {0x80, 0x80}, {0x9F, 0xBF}},
+      {0xEE, 0xEF, 2, {0x80, 0x80}, {0xBF, 0xBF}},
+      {0xF0, 0xF0, 3, {0x90, 0x80, 0x80}, {0xBF, 0xBF, 0xBF}},
+      {0xF1, 0xF3, 3, {0x80, 0x80, 0x80}, {0xBF, 0xBF, 0xBF}},
+      {0xF4, 0xF4, 3, {0x80, 0x80, 0x80}, {0x8F, 0xBF, 0xBF}},
+  };
+  constexpr size_t kMaxLevel = 8;  // distinct states in the middle of a character, beyond which we give up
+  // Every valid non-ASCII character must reach one same state: followed level by level over the distinct states.
+  int32_t target = kUnknown;
+  bool utf8 = true;
+  std::vector<int32_t> level, next_level;
+  auto add = [](std::vector<int32_t>* v, int32_t x) {
+    if (std::find(v->begin(), v->end(), x) == v->end()) v->push_back(x);
+  };
+  for (const Group& g : kGroups) {
+    level.clear();
+    for (int b = g.lead_lo; b <= g.lead_hi && utf8; ++b) {
+      const int32_t n = Next(state, static_cast<uint8_t>(b));
+      if (n == kDead) utf8 = false;
+      else add(&level, n);
+    }
+    for (int c = 0; c < g.conts && utf8; ++c) {
+      next_level.clear();
+      for (int32_t from : level)
+        for (int b = g.lo[c]; b <= g.hi[c] && utf8; ++b) {
+          const int32_t n = Next(from, static_cast<uint8_t>(b));
+          if (n == kDead) utf8 = false;
+          else add(&next_level, n);
+        }
+      if (next_level.size() > kMaxLevel) utf8 = false;
+      level.swap(next_level);
+    }
+    for (int32_t n : level) {
+      if (target != kUnknown && n != target) utf8 = false;
+      target = n;
+    }
+    if (!utf8) break;
+  }
+  if (!utf8) {
+    // No common state for the other characters: the ASCII bytes that share the most common one.
+    std::vector<std::pair<int32_t, int>> counts;
+    for (int b = 0; b < 128; ++b) {
+      const int32_t n = Next(state, static_cast<uint8_t>(b));
+      if (n == kDead) continue;
+      auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == n; });
+      if (it == counts.end()) counts.emplace_back(n, 1);
+      else ++it->second;
+    }
+    target = kDead;
+    int best = 0;
+    for (const auto& [n, count] : counts)
+      if (count > best) {
+        best = count;
+        target = n;
+      }
+    if (target == kDead) return s.step;
+  }
+  s.step.target = target;
+  s.step.utf8 = utf8;
+  for (int b = 0; b < 128; ++b)
+    if (Next(state, static_cast<uint8_t>(b)) == target) s.step.ascii[static_cast<size_t>(b) >> 6] |= uint64_t{1} << (b & 63);
+  return s.step;
+}
+
+const CompiledGrammar::Run& CompiledGrammar::RunOf(int32_t state) {
+  State& s = states_[static_cast<size_t>(state)];
+  if (s.run_known) return s.run;
+  s.run_known = true;
+  // The class is what this state's first character may be; an ASCII-only class must be wide enough for its runs
+  // to matter ([a-zA-Z0-9_+-] in an e-mail address, not the digits of a number): a table is built per class.
+  constexpr int kMinAsciiClass = 16;
+  const CharStep first = Step(state);
+  if (first.target == kDead) return s.run;
+  const RunClass cls{first.ascii, first.utf8};
+  if (!cls.utf8 && __builtin_popcountll(cls.ascii[0]) + __builtin_popcountll(cls.ascii[1]) < kMinAsciiClass)
+    return s.run;
+  // Follow the states that one character of the class leads to, until the class is refused whole (a counted
+  // string at 0 left) or a state comes back (a loop).
+  auto refuses_class = [&](int32_t x) {
+    for (int b = 0; b < 128; ++b)
+      if ((cls.ascii[static_cast<size_t>(b) >> 6] >> (b & 63) & 1) != 0 && Next(x, static_cast<uint8_t>(b)) != kDead)
+        return false;
+    if (cls.utf8)
+      for (int b = 0xC2; b <= 0xF4; ++b)
+        if (Next(x, static_cast<uint8_t>(b)) != kDead) return false;
+    return true;
+  };
+  std::vector<int32_t> chain = {state};
+  int32_t chars = -2;  // unknown
+  for (int32_t j = 0; j <= RunTable::kMaxChars; ++j) {
+    const int32_t x = chain.back();
+    if (j > 0 && refuses_class(x)) {
+      chars = j;
+      break;
+    }
+    const CharStep& st = Step(x);
+    const bool covers = (cls.ascii[0] & ~st.ascii[0]) == 0 && (cls.ascii[1] & ~st.ascii[1]) == 0 && (st.utf8 || !cls.utf8);
+    if (st.target == kDead || !covers) return s.run;  // takes some of the class, not all: walk it
+    if (std::find(chain.begin(), chain.end(), st.target) != chain.end()) {
+      chars = Run::kForever;
+      break;
+    }
+    chain.push_back(st.target);
+  }
+  if (chars == -2) return s.run;  // longer than the table counts
+  const RunTable* table = vocab_->Runs(cls);
+  if (table == nullptr) return s.run;
+  s.run.table = table;
+  s.run.chars = chars;
+  return s.run;
+}
+
+void CompiledGrammar::Walk(int32_t state, const RunTable* table, uint32_t* bits) {
+  const TokenTrie& trie = vocab_->trie();
+  const TokenTrie::Node* nodes = trie.nodes().data();
+  const int32_t* first = trie.first_token().data();
+  const int32_t* ids = trie.token_ids().data();
+  const size_t num_nodes = trie.nodes().size();
+  const size_t num_tokens = trie.token_ids().size();
+  // The walk marks allowed tokens by their preorder position, where a subtree is one range (set a word at a
+  // time); they are turned into token ids at the end.
+  preorder_.assign((num_tokens + 63) / 64, 0);
+  uint64_t* pre = preorder_.data();
+  size_t allowed = 0;
   auto allow = [&](int32_t begin, int32_t end) {
-    for (int32_t t = begin; t < end; ++t) bits[static_cast<uint32_t>(ids[t]) >> 5] |= 1u << (ids[t] & 31);
+    if (begin >= end) return;
+    allowed += static_cast<size_t>(end - begin);
+    const size_t b = static_cast<size_t>(begin), e = static_cast<size_t>(end);
+    const size_t wb = b >> 6, we = (e - 1) >> 6;
+    const uint64_t head = ~uint64_t{0} << (b & 63), tail = ~uint64_t{0} >> (63 - ((e - 1) & 63));
+    if (wb == we) {
+      pre[wb] |= head & tail;
+      return;
+    }
+    pre[wb] |= head;
+    for (size_t w = wb + 1; w < we; ++w) pre[w] = ~uint64_t{0};
+    pre[we] |= tail;
   };
   walk_[0] = state;
   // Preorder walk: a node's parent state is walk_[depth - 1]; a refused byte skips the whole subtree.
-  for (size_t i = 0; i < nodes;) {
-    const TokenVocab::TrieNode node = trie[i];
+  for (size_t i = 0; i < num_nodes;) {
+    const TokenTrie::Node node = nodes[i];
+    if (table != nullptr && table->others_before[static_cast<size_t>(first[i])] ==
+                                table->others_before[static_cast<size_t>(first[node.skip])]) {
+      i = static_cast<size_t>(node.skip);  // only class tokens below: their answer is in `bits`
+      continue;
+    }
     const int32_t from = walk_[node.depth - 1u];
     int32_t next = next_[static_cast<size_t>(from) * 256 + node.byte];
     if (next == kUnknown) next = Next(from, node.byte);
@@ -149,8 +304,8 @@ std::shared_ptr<const std::vector<uint32_t>> CompiledGrammar::Mask(int32_t state
     // node that reaches the state takes the shortcut (e.g. after a multi-byte character brought it back).
     const int8_t loops = loops_[static_cast<size_t>(next)];
     if (node.skip > static_cast<int32_t>(i) + 1 && (loops == 1 || (loops < 0 && next == from && Loops(next)))) {
-      const TokenVocab::ByteBits& loop = states_[static_cast<size_t>(next)].loop;
-      const TokenVocab::ByteBits& below = vocab_->bytes_below(static_cast<int32_t>(i));
+      const TokenTrie::ByteBits& loop = states_[static_cast<size_t>(next)].loop;
+      const TokenTrie::ByteBits& below = trie.bytes_below(static_cast<int32_t>(i));
       bool covered = true;
       for (size_t k = 0; k < 4; ++k) covered &= (below[k] & ~loop[k]) == 0;
       if (covered) {
@@ -162,6 +317,47 @@ std::shared_ptr<const std::vector<uint32_t>> CompiledGrammar::Mask(int32_t state
     allow(first[i], first[i + 1]);
     ++i;
   }
+  // Into token ids: the allowed positions, or when they are most of the trie, every token of the trie but the
+  // refused ones (a state inside a string allows nearly all).
+  const size_t words = preorder_.size();
+  if (allowed * 2 <= num_tokens) {
+    for (size_t w = 0; w < words; ++w)
+      for (uint64_t x = pre[w]; x != 0; x &= x - 1) {
+        const int32_t id = ids[w * 64 + static_cast<size_t>(__builtin_ctzll(x))];
+        bits[static_cast<uint32_t>(id) >> 5] |= 1u << (id & 31);
+      }
+    return;
+  }
+  // With a table: the class tokens are answered in `bits` already (those the walk skipped too), so only the
+  // other tokens are set here and cleared where refused.
+  const std::vector<uint32_t>& all = trie.tokens();
+  if (table == nullptr)
+    for (size_t w = 0; w < all.size(); ++w) bits[w] |= all[w];
+  else
+    for (size_t w = 0; w < all.size(); ++w) bits[w] |= all[w] & ~table->all[w];
+  for (size_t w = 0; w < words; ++w) {
+    uint64_t x = table == nullptr ? ~pre[w] : ~pre[w] & ~table->class_at[w];
+    if (w == words - 1 && (num_tokens & 63) != 0) x &= (uint64_t{1} << (num_tokens & 63)) - 1;
+    for (; x != 0; x &= x - 1) {
+      const int32_t id = ids[w * 64 + static_cast<size_t>(__builtin_ctzll(x))];
+      bits[static_cast<uint32_t>(id) >> 5] &= ~(1u << (id & 31));
+    }
+  }
+}
+
+std::shared_ptr<const std::vector<uint32_t>> CompiledGrammar::Mask(int32_t state) {
+  if (const auto& m = states_[static_cast<size_t>(state)].mask) return m;
+  std::shared_ptr<std::vector<uint32_t>> mask;
+  const Run& run = RunOf(state);
+  if (run.table != nullptr) {
+    // The class tokens come precomputed; the walk answers the others.
+    mask = std::make_shared<std::vector<uint32_t>>(run.chars == Run::kForever
+                                                       ? run.table->all
+                                                       : run.table->at_most[static_cast<size_t>(run.chars)]);
+  } else {
+    mask = std::make_shared<std::vector<uint32_t>>(static_cast<size_t>(vocab_->mask_words()), 0u);
+  }
+  Walk(state, run.table, mask->data());
   states_[static_cast<size_t>(state)].mask = mask;
   return mask;
 }

@@ -7,7 +7,10 @@
 // of a state is computed once by walking the vocabulary's byte trie against that DFA (a subtree is skipped as
 // soon as its first byte is refused) and then cached, shared by every request that uses the same compiled
 // grammar. In JSON most steps land in states seen before (inside a string, after a comma), so a step usually
-// costs a cache lookup and a copy.
+// costs a cache lookup and a copy. A state that takes runs of one character class (inside a string; a counted
+// string with k characters left) is not walked over the whole vocabulary: its mask is the vocabulary's
+// precomputed class tokens of at most k characters plus a walk that skips every subtree of class tokens
+// (RunTable).
 #pragma once
 
 #include <array>
@@ -34,12 +37,29 @@ class CompiledGrammar {
   // How many automaton states and cached masks exist so far (for tests and the benchmark).
   int32_t num_states() const;
   int32_t num_cached_masks() const;
+  // How many of those came from a RunTable (a state that takes runs of a character class).
+  int32_t num_run_masks() const;
 
  private:
   friend class GrammarMatcher;
   static constexpr int32_t kDead = -1;
   static constexpr int32_t kUnknown = -2;
 
+  // One character from a state: the state that every valid non-ASCII character leads to (utf8), and the ASCII
+  // bytes that lead there too; when the non-ASCII characters do not all lead to one state, the state that most
+  // ASCII bytes lead to, and those bytes. target kDead when no byte leads anywhere.
+  struct CharStep {
+    int32_t target = kDead;
+    std::array<uint64_t, 2> ascii{};
+    bool utf8 = false;
+  };
+  // A state that takes runs of one character class (see RunTable): any `chars` characters of the class and then
+  // none, or any number (kForever).
+  struct Run {
+    static constexpr int32_t kForever = -1;
+    const RunTable* table = nullptr;  // null: not such a state
+    int32_t chars = 0;
+  };
   struct StackNode {
     int32_t pos;     // element index to match next (for a stack top: a kBytes element)
     int32_t parent;  // the stack below; 0 is the empty stack
@@ -51,6 +71,11 @@ class CompiledGrammar {
     // Bytes that lead back to this same state (inside a string, most of them); computed when first needed.
     bool loop_known = false;
     TokenVocab::ByteBits loop{};
+    // Computed when first needed.
+    bool step_known = false;
+    CharStep step;
+    bool run_known = false;
+    Run run;
   };
   struct VectorHash {
     size_t operator()(const std::vector<int32_t>& v) const;
@@ -62,6 +87,11 @@ class CompiledGrammar {
   std::shared_ptr<const std::vector<uint32_t>> Mask(int32_t state);
   // Whether `state` has self-loops (its loop bytes computed on first call).
   bool Loops(int32_t state);
+  const CharStep& Step(int32_t state);
+  const Run& RunOf(int32_t state);
+  // ORs into `bits` the tokens of the vocabulary's trie that `state` allows; with a table, only those that are
+  // not its class tokens (subtrees of class tokens are skipped: `bits` holds their answer already).
+  void Walk(int32_t state, const RunTable* table, uint32_t* bits);
   int32_t Intern(int32_t pos, int32_t parent);
   void Expand(int32_t pos, int32_t parent, std::vector<int32_t>* out);
   int32_t InternState(std::vector<int32_t> stacks);
@@ -81,6 +111,7 @@ class CompiledGrammar {
   std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> state_ids_;
   std::vector<uint64_t> expanded_;  // (pos, parent) pairs seen in the current expansion
   std::vector<int32_t> walk_;       // per trie depth: the state reached (mask computation)
+  std::vector<uint64_t> preorder_;  // the walk's allowed tokens, by position in its trie's token_ids()
   int32_t initial_ = kUnknown;
 };
 

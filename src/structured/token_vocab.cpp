@@ -1,8 +1,6 @@
 // TokenVocab: decoding token pieces to bytes and building the preorder trie (tokens sorted by bytes).
 #include "structured/token_vocab.h"
 
-#include <algorithm>
-
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
 
@@ -81,42 +79,19 @@ std::shared_ptr<const TokenVocab> TokenVocab::FromBytes(const std::vector<std::o
 }
 
 void TokenVocab::BuildTrie() {
-  std::vector<int32_t> order;
+  std::vector<int32_t> ids;
   for (int32_t id = 0; id < size_; ++id)
-    if (!bytes_[static_cast<size_t>(id)].empty()) order.push_back(id);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)]; });
-  std::vector<int32_t> path;  // node index per depth - 1, along the last inserted token
-  // Closes the deepest open node: its subtree ends here; its byte and the bytes below it go to its parent.
-  auto close = [&] {
-    const size_t n = static_cast<size_t>(path.back());
-    path.pop_back();
-    trie_[n].skip = static_cast<int32_t>(trie_.size());
-    if (!path.empty()) {
-      ByteBits& up = below_[static_cast<size_t>(path.back())];
-      for (size_t k = 0; k < 4; ++k) up[k] |= below_[n][k];
-      up[trie_[n].byte >> 6] |= uint64_t{1} << (trie_[n].byte & 63);
-    }
-  };
-  const std::string* prev = nullptr;
-  for (int32_t id : order) {
-    const std::string& w = bytes_[static_cast<size_t>(id)];
-    size_t common = 0;
-    if (prev != nullptr)
-      while (common < prev->size() && common < w.size() && (*prev)[common] == w[common]) ++common;
-    while (path.size() > common) close();
-    for (size_t i = common; i < w.size(); ++i) {
-      path.push_back(static_cast<int32_t>(trie_.size()));
-      trie_.push_back({static_cast<uint8_t>(w[i]), static_cast<uint16_t>(i + 1), 0});
-      first_token_.push_back(static_cast<int32_t>(token_ids_.size()));
-      below_.push_back({0, 0, 0, 0});
-    }
-    token_ids_.push_back(id);
-    max_depth_ = std::max(max_depth_, static_cast<int32_t>(w.size()));
-    prev = &w;
-  }
-  while (!path.empty()) close();
-  first_token_.push_back(static_cast<int32_t>(token_ids_.size()));
+    if (!bytes_[static_cast<size_t>(id)].empty()) ids.push_back(id);
+  trie_ = TokenTrie::Build(bytes_, std::move(ids), mask_words());
+}
+
+const RunTable* TokenVocab::Runs(const RunClass& cls) const {
+  std::lock_guard lock(runs_mu_);
+  for (const auto& t : runs_)
+    if (t->cls == cls) return t.get();
+  if (runs_.size() >= kMaxRunTables) return nullptr;
+  runs_.push_back(std::make_unique<const RunTable>(RunTable::Build(cls, bytes_, trie_)));
+  return runs_.back().get();
 }
 
 }  // namespace parallm::structured

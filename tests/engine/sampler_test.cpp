@@ -1,6 +1,7 @@
 // Sampler: greedy ties, seeded reproducibility, truncation (top-k, top-p, min-p), penalties, logit bias,
 // logprobs, and parameter validation.
 #include <cmath>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -130,6 +131,28 @@ TEST(Sampler, ArgMaxEqualsAPlainScan) {
 }
 
 // The draw matches the truncated distribution: frequencies over 20,000 draws on a small vocabulary.
+// The word-at-a-time mask equals the plain per-token rule (allowed: unchanged; refused or past the mask: -inf) on
+// words that are all allowed, all refused and mixed, with logits not a multiple of 32 long and masks short.
+TEST(Sampler, ApplyTokenMaskEqualsAPerTokenRule) {
+  std::mt19937 rng(3);
+  for (size_t n : {size_t{1}, size_t{31}, size_t{32}, size_t{100}, size_t{1000}}) {
+    for (size_t words : {(n + 31) / 32, n / 32}) {
+      std::vector<uint32_t> mask(words);
+      for (size_t w = 0; w < words; ++w) {
+        const uint32_t kind = rng() % 3;
+        mask[w] = kind == 0 ? 0u : kind == 1 ? ~0u : static_cast<uint32_t>(rng());
+      }
+      std::vector<float> logits(n);
+      for (size_t t = 0; t < n; ++t) logits[t] = static_cast<float>(t % 13) - 6.0f;
+      std::vector<float> expected = logits;
+      for (size_t t = 0; t < n; ++t)
+        if (t / 32 >= words || (mask[t / 32] >> (t % 32) & 1) == 0) expected[t] = -std::numeric_limits<float>::infinity();
+      ApplyTokenMask(logits, mask);
+      EXPECT_EQ(logits, expected) << n << " logits, " << words << " words";
+    }
+  }
+}
+
 TEST(Sampler, DrawsFollowTheTruncatedDistribution) {
   const std::vector<double> probs = {0.5, 0.25, 0.15, 0.07, 0.03};
   struct Case {

@@ -130,47 +130,88 @@ TEST(Matcher, PrefixAndChoiceThroughCompiler) {
   EXPECT_EQ(compiler.Compile(bad).status().message(), "grammar: rule 'x' is used but never defined");
 }
 
-// The trie walk's masks (with its shortcuts: refused bytes skip a subtree, a looping state covers one) equal the
-// token-by-token answer, at every state of random walks through JSON Schemas with free strings (self-loops,
-// multi-byte characters that come back to them), counted strings and escapes, over a vocabulary of random pieces.
-TEST(Matcher, MasksEqualTokenByTokenAnswers) {
-  const std::vector<std::string> alphabet = {"a", "b", "\"", "\\", "n", "\xC3\xA9", "\xE2\x82\xAC", "{", "}", ":",
-                                             " ", ",", "1", "\xF0\x9F\x98\x80", "\xC3", "\xA9"};
-  uint64_t seed = 12345;
+// Walks `schema` at random (`walks` requests of up to 40 tokens) and checks at every state that the mask equals
+// the token-by-token answer, with EOS (`eos`, a token no grammar allows) exactly where the grammar may end.
+void CheckMasksAgainstTokens(const std::vector<std::optional<std::string>>& bytes, const std::string& schema,
+                             int walks, uint64_t seed, int* checked, int* run_masks) {
+  auto rand = [&](uint64_t n) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (seed >> 33) % n;
+  };
+  int32_t eos = -1;
+  for (size_t i = 0; i < bytes.size() && eos < 0; ++i)
+    if (!bytes[i]) eos = static_cast<int32_t>(i);
+  ASSERT_GE(eos, 0);
+  GrammarCompiler compiler(TokenVocab::FromBytes(bytes));
+  auto g = compiler.Compile({StructuredOutput::Kind::kJsonSchema, schema, {}, "", ""});
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  for (int walk = 0; walk < walks; ++walk) {
+    GrammarMatcher m(*g);
+    for (int step = 0; step < 40; ++step) {
+      const Ids allowed = Allowed(m, {eos});
+      Ids expected;
+      for (int32_t t = 0; t < static_cast<int32_t>(bytes.size()); ++t) {
+        GrammarMatcher copy = m;
+        if (copy.AcceptToken(t) || (t == eos && m.CanEnd())) expected.push_back(t);
+      }
+      ASSERT_EQ(allowed, expected) << "walk " << walk << " step " << step;
+      ++*checked;
+      Ids text;
+      for (int32_t t : allowed)
+        if (t != eos) text.push_back(t);
+      if (text.empty()) break;
+      ASSERT_TRUE(m.AcceptToken(text[rand(text.size())]));
+    }
+  }
+  *run_masks += (*g)->num_run_masks();
+}
+
+// A vocabulary of every byte and random pieces over `alphabet` (2-7 pieces each), then one special token.
+std::vector<std::optional<std::string>> RandomVocab(const std::vector<std::string>& alphabet, int pieces, uint64_t seed) {
   auto rand = [&](uint64_t n) {
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
     return (seed >> 33) % n;
   };
   std::vector<std::optional<std::string>> bytes;
   for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
-  for (int i = 0; i < 600; ++i) {
+  for (int i = 0; i < pieces; ++i) {
     std::string piece;
     for (uint64_t k = 0, n = 2 + rand(6); k < n; ++k) piece += alphabet[rand(alphabet.size())];
     bytes.push_back(piece);
   }
-  GrammarCompiler compiler(TokenVocab::FromBytes(bytes));
+  bytes.push_back(std::nullopt);
+  return bytes;
+}
+
+// The trie walk's masks (with its shortcuts: refused bytes skip a subtree, a looping state covers one, a state
+// that takes runs of a character class reads its class tokens from the vocabulary's RunTable and skips them in
+// the walk) equal the token-by-token answer, at every state of random walks through JSON Schemas: free strings
+// (self-loops, multi-byte characters that come back to them), counted strings with minimum and maximum lengths
+// (runs), an e-mail format (a run of an ASCII class), escapes, nested objects and arrays, characters split across
+// tokens, EOS; over vocabularies of random pieces.
+TEST(Matcher, MasksEqualTokenByTokenAnswers) {
+  const std::vector<std::string> alphabet = {"a", "b", "\"", "\\", "n", "\xC3\xA9", "\xE2\x82\xAC", "{", "}", ":",
+                                             " ", ",", "1", "\xF0\x9F\x98\x80", "\xC3", "\xA9"};
+  int checked = 0, run_masks = 0;
   const std::string schema = R"({"type": "object", "properties": {"s": {"type": "string"},
       "t": {"type": "string", "maxLength": 3}, "u": {"type": "array", "items": {"type": "string"}}},
       "required": ["s", "t", "u"], "additionalProperties": false})";
-  auto g = compiler.Compile({StructuredOutput::Kind::kJsonSchema, schema, {}, "", ""});
-  ASSERT_TRUE(g.ok()) << g.status().message();
-  int checked = 0;
-  for (int walk = 0; walk < 20; ++walk) {
-    GrammarMatcher m(*g);
-    for (int step = 0; step < 40 && !m.IsTerminated(); ++step) {
-      const Ids allowed = Allowed(m);
-      Ids expected;
-      for (int32_t t = 0; t < static_cast<int32_t>(bytes.size()); ++t) {
-        GrammarMatcher copy = m;
-        if (copy.AcceptToken(t)) expected.push_back(t);
-      }
-      ASSERT_EQ(allowed, expected) << "walk " << walk << " step " << step;
-      ++checked;
-      if (allowed.empty()) break;
-      ASSERT_TRUE(m.AcceptToken(allowed[rand(allowed.size())]));
-    }
-  }
-  EXPECT_GT(checked, 200);
+  CheckMasksAgainstTokens(RandomVocab(alphabet, 600, 12345), schema, 20, 12345, &checked, &run_masks);
+  // Counted strings of many lengths, nested; letters for the e-mail address; characters cut at any byte.
+  const std::vector<std::string> letters = {"a", "b", "Z", "x", "_", "-", "+", "@", ".", "\"", "\\", "n", "u", "0",
+                                            "\xC3\xA9", "\xE4\xB8\xAD", "\xE4", "\xB8\xAD", "\xF0\x9F\x98\x80",
+                                            "\xF0\x9F", ",", ":", " ", "}", "]", "\n"};
+  const std::string counted = R"({"type": "object", "properties": {
+      "a": {"type": "string", "minLength": 2, "maxLength": 5},
+      "b": {"type": "array", "items": {"type": "object", "properties": {
+          "c": {"type": "string", "maxLength": 12}, "d": {"type": "string", "minLength": 3}},
+          "required": ["c", "d"], "additionalProperties": false}, "maxItems": 2},
+      "e": {"type": "string", "format": "email"},
+      "f": {"type": "string", "maxLength": 1}},
+      "required": ["a", "b", "e", "f"], "additionalProperties": false})";
+  CheckMasksAgainstTokens(RandomVocab(letters, 900, 777), counted, 24, 99, &checked, &run_masks);
+  EXPECT_GT(checked, 600);
+  EXPECT_GT(run_masks, 20);  // the RunTable path was taken
 }
 
 }  // namespace

@@ -19,16 +19,11 @@
 
 #include "kernels/fast_exp.h"
 #include "kernels/ops.h"
+#include "kernels/target_clones.h"
 #include "util/check.h"
 
 namespace parallm {
 namespace {
-
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define PARALLM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define PARALLM_CLONES
-#endif
 
 constexpr int kLanes = 16;
 

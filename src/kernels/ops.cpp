@@ -3,6 +3,7 @@
 #include "kernels/ops.h"
 
 #include "kernels/fast_exp.h"
+#include "kernels/target_clones.h"
 
 #include <algorithm>
 #include <cmath>
@@ -46,12 +47,6 @@ void ApplyRope(float* x, int n_heads, int head_dim, int rotary_dim, int64_t posi
     }
   }
 }
-
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define PARALLM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define PARALLM_CLONES
-#endif
 
 // 16 values at a time with the polynomial exp, so the loop vectorizes (std::exp is a call per value: a batched
 // decode step spent several percent in it); the same arithmetic on every clone and for the tail.

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/target_clones.h"
+
 namespace parallm {
 namespace {
 
@@ -42,6 +44,8 @@ void SsmConv1d(const float* x, int64_t x_stride, int64_t n, int channels, int ke
   }
 }
 
+// The state update and the dot product vectorize 8 lanes at a time (acc); the clones keep that order.
+PARALLM_CLONES
 void SsmScan(const SsmScanShape& sh, int head_begin, int head_end, const float* x, const float* B, const float* C,
              int64_t xbc_stride, const float* dt_raw, int64_t dt_stride, int64_t n, const float* dt_bias,
              const float* A, const float* D, float* ssm, float* y, int64_t y_stride) {

@@ -2,6 +2,7 @@
 // product with x, the incoming state read by C, the state update from x and B), all through one small register-blocked
 // product whose every output element sums its terms in ascending order, so a chunk's bits depend on its inputs only.
 #include "kernels/ssm_chunked.h"
+#include "kernels/target_clones.h"
 
 #include <algorithm>
 #include <vector>
@@ -10,12 +11,6 @@
 
 namespace parallm {
 namespace {
-
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define PARALLM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define PARALLM_CLONES
-#endif
 
 // out[m][j] = sum_k a[m][k] * b[k][j] for m < M, j < J, k ascending (the same order in the register blocks and at
 // the edges). `lower`: a[m][k] == 0 for k > m, so each block of rows stops at its last row's diagonal.

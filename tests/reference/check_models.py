@@ -68,7 +68,8 @@ also proves that the adapter moves the reference's logits beyond the float bound
 `convert --adapter` (fused to an F32 folder and to Q8_0 GGUF) equals the runtime adapter within
 FLOAT_TOL and QUANT_TOL.
 NEMOTRON-H (nemotronh; reference in nemotron_h.py from transformers' modeling_nemotron_h.py, whose chunked SSD it
-runs with chunk_size 8 while parallm runs the recurrence token by token): the tiny preset's pattern ME*M-E (two
+runs with chunk_size 8, as parallm's prefill does, its chunks counted from position 0 and the prompt's tail and
+decode token by token): the tiny preset's pattern ME*M-E (two
 Mamba-2 layers with 2 B/C groups, attention without RoPE, a relu2 MLP, sigmoid-routed experts in 4 groups, 2 kept)
 as an HF F32 and BF16 folder, on a 40-token prompt (5 SSD chunks) run by parallm whole and in prefill chunks of 16
 and 7 tokens (the conv window and SSM state carried across), FLOAT_TOL; MLX 4-bit and 8-bit in chunks of 16 at

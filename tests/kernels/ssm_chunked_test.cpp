@@ -11,15 +11,10 @@
 #include "kernels/ssm.h"
 #include "kernels/ssm_chunked.h"
 
+#include "uniform.h"
+
 namespace parallm {
 namespace {
-
-std::vector<float> Random(std::mt19937& rng, size_t n, float lo, float hi) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 TEST(SsmChunkedScan, MatchesItsTwinAndTheScanAndIsBitStableAcrossCallShapes) {
   std::mt19937 rng(23);
@@ -30,12 +25,12 @@ TEST(SsmChunkedScan, MatchesItsTwinAndTheScanAndIsBitStableAcrossCallShapes) {
           SsmScanShape sh{4, head_dim, state, groups, 0.01f};
           const int64_t I = sh.heads * sh.head_dim, G = groups * state, stride = I + 2 * G + 3;
           const int64_t dt_stride = sh.heads + 2, n = 3 * chunk;
-          auto xbc = Random(rng, static_cast<size_t>(n * stride), -2, 2);
-          auto dt = Random(rng, static_cast<size_t>(n * dt_stride), -6, 1);
-          auto dt_bias = Random(rng, static_cast<size_t>(sh.heads), -1, 0.5f);
-          auto A = Random(rng, static_cast<size_t>(sh.heads), -4, -0.5f);
-          auto D = Random(rng, static_cast<size_t>(sh.heads), 0.5f, 1.5f);
-          auto s0 = Random(rng, static_cast<size_t>(I * state), -1, 1);
+          auto xbc = Uniform(rng, static_cast<size_t>(n * stride), -2, 2);
+          auto dt = Uniform(rng, static_cast<size_t>(n * dt_stride), -6, 1);
+          auto dt_bias = Uniform(rng, static_cast<size_t>(sh.heads), -1, 0.5f);
+          auto A = Uniform(rng, static_cast<size_t>(sh.heads), -4, -0.5f);
+          auto D = Uniform(rng, static_cast<size_t>(sh.heads), 0.5f, 1.5f);
+          auto s0 = Uniform(rng, static_cast<size_t>(I * state), -1, 1);
           const float *x = xbc.data(), *B = x + I, *C = B + G;
           std::vector<float> s_ref = s0, s_fast = s0, s_scan = s0, s_split = s0;
           std::vector<float> want(static_cast<size_t>(n * I)), got(want.size()), scan(want.size()), split(want.size());

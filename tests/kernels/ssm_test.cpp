@@ -10,25 +10,20 @@
 
 #include "kernels/ssm.h"
 
+#include "uniform.h"
+
 namespace parallm {
 namespace {
-
-std::vector<float> Random(std::mt19937& rng, size_t n, float lo, float hi) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 TEST(SsmConv1d, MatchesTheScalarTwinAndCarriesItsWindow) {
   std::mt19937 rng(11);
   for (int kernel : {1, 2, 4}) {
     for (int channels : {1, 7, 33, 96}) {
       const int64_t n = 13, stride = channels + 5;  // rows further apart than their width, as in the in-projection
-      auto x = Random(rng, static_cast<size_t>(n * stride), -2, 2);
-      auto w = Random(rng, static_cast<size_t>(channels * kernel), -1, 1);
-      auto bias = Random(rng, static_cast<size_t>(channels), -0.5f, 0.5f);
-      auto state0 = Random(rng, static_cast<size_t>((kernel - 1) * channels), -1, 1);
+      auto x = Uniform(rng, static_cast<size_t>(n * stride), -2, 2);
+      auto w = Uniform(rng, static_cast<size_t>(channels * kernel), -1, 1);
+      auto bias = Uniform(rng, static_cast<size_t>(channels), -0.5f, 0.5f);
+      auto state0 = Uniform(rng, static_cast<size_t>((kernel - 1) * channels), -1, 1);
       std::vector<float> s_ref = state0, s_fast = state0, s_chunked = state0;
       std::vector<float> want(static_cast<size_t>(n * channels)), got(want.size()), chunked(want.size());
       ref::SsmConv1d(x.data(), stride, n, channels, kernel, w.data(), bias.data(), s_ref.data(), want.data(), channels);
@@ -72,12 +67,12 @@ TEST(SsmScan, MatchesTheScalarTwinAndChunkingDoesNotChangeABit) {
       SsmScanShape sh{4, 3, state, groups, 0.01f};
       const int64_t I = sh.heads * sh.head_dim, G = groups * state, stride = I + 2 * G + 3, dt_stride = sh.heads + 2;
       const int64_t n = 11;
-      auto xbc = Random(rng, static_cast<size_t>(n * stride), -2, 2);
-      auto dt = Random(rng, static_cast<size_t>(n * dt_stride), -6, 2);  // softplus from ~0.0025 (clamped) to ~2.1
-      auto dt_bias = Random(rng, static_cast<size_t>(sh.heads), -1, 0.5f);
-      auto A = Random(rng, static_cast<size_t>(sh.heads), -8, -0.5f);
-      auto D = Random(rng, static_cast<size_t>(sh.heads), 0.5f, 1.5f);
-      auto s0 = Random(rng, static_cast<size_t>(I * state), -1, 1);
+      auto xbc = Uniform(rng, static_cast<size_t>(n * stride), -2, 2);
+      auto dt = Uniform(rng, static_cast<size_t>(n * dt_stride), -6, 2);  // softplus from ~0.0025 (clamped) to ~2.1
+      auto dt_bias = Uniform(rng, static_cast<size_t>(sh.heads), -1, 0.5f);
+      auto A = Uniform(rng, static_cast<size_t>(sh.heads), -8, -0.5f);
+      auto D = Uniform(rng, static_cast<size_t>(sh.heads), 0.5f, 1.5f);
+      auto s0 = Uniform(rng, static_cast<size_t>(I * state), -1, 1);
       std::vector<float> s_ref = s0, s_fast = s0, s_chunked = s0;
       std::vector<float> want(static_cast<size_t>(n * I)), got(want.size()), chunked(want.size());
       const float *x = xbc.data(), *B = x + I, *C = B + G;

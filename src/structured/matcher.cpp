@@ -2,6 +2,9 @@
 #include "structured/matcher.h"
 
 #include <algorithm>
+#include <utility>
+
+#include "structured/run_table.h"
 
 namespace parallm::structured {
 
@@ -132,54 +135,34 @@ const CompiledGrammar::CharStep& CompiledGrammar::Step(int32_t state) {
   State& s = states_[static_cast<size_t>(state)];
   if (s.step_known) return s.step;
   s.step_known = true;
-  // The multi-byte characters of UTF-8 by lead bytes, with the ranges of their continuation bytes (no overlong
-  // forms, no surrogates, nothing past U+10FFFF).
-  struct Group {
-    uint8_t lead_lo, lead_hi;
-    int conts;
-    uint8_t lo[3], hi[3];
-  };
-  static constexpr Group kGroups[] = {
-      {0xC2, 0xDF, 1, {0x80}, {0xBF}},
-      {0xE0, 0xE0, 2, {0xA0, 0x80}, {0xBF, 0xBF}},
-      {0xE1, 0xEC, 2, {0x80, 0x80}, {0xBF, 0xBF}},
-      {0xED, 0xED, 2, {0x80, 0x80}, {0x9F, 0xBF}},
-      {0xEE, 0xEF, 2, {0x80, 0x80}, {0xBF, 0xBF}},
-      {0xF0, 0xF0, 3, {0x90, 0x80, 0x80}, {0xBF, 0xBF, 0xBF}},
-      {0xF1, 0xF3, 3, {0x80, 0x80, 0x80}, {0xBF, 0xBF, 0xBF}},
-      {0xF4, 0xF4, 3, {0x80, 0x80, 0x80}, {0x8F, 0xBF, 0xBF}},
-  };
-  constexpr size_t kMaxLevel = 8;  // distinct states in the middle of a character, beyond which we give up
-  // Every valid non-ASCII character must reach one same state: followed level by level over the distinct states.
+  // Every valid non-ASCII character must reach one same state. Its bytes are followed one at a time beside the
+  // UTF-8 decoder's state (Utf8Step: no overlong forms, no surrogates, nothing past U+10FFFF), as (grammar state,
+  // decoder state) pairs in the middle of a character, deduplicated per byte position.
+  constexpr size_t kMaxPairs = 64;  // distinct pairs at one byte position, beyond which we give up
   int32_t target = kUnknown;
   bool utf8 = true;
-  std::vector<int32_t> level, next_level;
-  auto add = [](std::vector<int32_t>* v, int32_t x) {
+  std::vector<std::pair<int32_t, int>> level, next_level;
+  auto add = [](std::vector<std::pair<int32_t, int>>* v, std::pair<int32_t, int> x) {
     if (std::find(v->begin(), v->end(), x) == v->end()) v->push_back(x);
   };
-  for (const Group& g : kGroups) {
-    level.clear();
-    for (int b = g.lead_lo; b <= g.lead_hi && utf8; ++b) {
-      const int32_t n = Next(state, static_cast<uint8_t>(b));
-      if (n == kDead) utf8 = false;
-      else add(&level, n);
-    }
-    for (int c = 0; c < g.conts && utf8; ++c) {
-      next_level.clear();
-      for (int32_t from : level)
-        for (int b = g.lo[c]; b <= g.hi[c] && utf8; ++b) {
-          const int32_t n = Next(from, static_cast<uint8_t>(b));
-          if (n == kDead) utf8 = false;
-          else add(&next_level, n);
-        }
-      if (next_level.size() > kMaxLevel) utf8 = false;
-      level.swap(next_level);
-    }
-    for (int32_t n : level) {
-      if (target != kUnknown && n != target) utf8 = false;
-      target = n;
-    }
-    if (!utf8) break;
+  for (int b = 0xC2; b <= 0xF4 && utf8; ++b) {  // the lead bytes
+    const int32_t n = Next(state, static_cast<uint8_t>(b));
+    if (n == kDead) utf8 = false;
+    else add(&level, {n, Utf8Step(0, static_cast<uint8_t>(b))});
+  }
+  while (utf8 && !level.empty()) {
+    next_level.clear();
+    for (const auto& [from, decoder] : level)
+      for (int b = 0x80; b <= 0xBF && utf8; ++b) {  // the continuation bytes this character may take next
+        const int after = Utf8Step(decoder, static_cast<uint8_t>(b));
+        if (after < 0) continue;
+        const int32_t n = Next(from, static_cast<uint8_t>(b));
+        if (n == kDead || (after == 0 && target != kUnknown && n != target)) utf8 = false;
+        else if (after == 0) target = n;  // a whole character
+        else add(&next_level, {n, after});
+      }
+    if (next_level.size() > kMaxPairs) utf8 = false;
+    level.swap(next_level);
   }
   if (!utf8) {
     // No common state for the other characters: the ASCII bytes that share the most common one.

@@ -70,7 +70,7 @@ class CompiledGrammar {
     std::shared_ptr<const std::vector<uint32_t>> mask;
     // Bytes that lead back to this same state (inside a string, most of them); computed when first needed.
     bool loop_known = false;
-    TokenVocab::ByteBits loop{};
+    TokenTrie::ByteBits loop{};
     // Computed when first needed.
     bool step_known = false;
     CharStep step;

@@ -20,9 +20,6 @@ namespace parallm::structured {
 
 class TokenVocab {
  public:
-  using TrieNode = TokenTrie::Node;
-  using ByteBits = TokenTrie::ByteBits;
-
   // Each id below `vocab_size` (the model's logits width, >= the tokenizer's size): its decoded bytes (byte-level
   // BPE: GPT-2's byte alphabet undone; SentencePiece: U+2581 -> space and <0xNN> -> the byte). Special and
   // control tokens, unused fillers and ids past the tokenizer are never allowed by a grammar.

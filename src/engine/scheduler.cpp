@@ -14,10 +14,12 @@ Scheduler::Scheduler(const SchedulerConfig& config, KVCacheManager* kv) : config
                     "a step's token budget must hold a whole SSD chunk of the hybrid model");
 }
 
+int32_t Scheduler::WholeSsdChunksEnd(const Request& r) const {
+  return config_.ssd_chunk == 0 ? 0 : r.num_prompt_tokens / config_.ssd_chunk * config_.ssd_chunk;
+}
+
 int32_t Scheduler::SsdAlign(const Request& r, int32_t start, int32_t num_new) const {
-  const int32_t q = config_.ssd_chunk;
-  if (q == 0) return num_new;
-  const int32_t whole_end = r.num_prompt_tokens / q * q;  // the prompt's whole chunks end here
+  const int32_t q = config_.ssd_chunk, whole_end = WholeSsdChunksEnd(r);
   if (start >= whole_end) return num_new;
   PARALLM_CHECK_MSG(start % q == 0, "a hybrid model's prefill resumes inside an SSD chunk");
   const int32_t end = start + num_new;
@@ -276,9 +278,9 @@ void Scheduler::CheckIntegrity() const {
     const int64_t capacity = static_cast<int64_t>(kv_->BlockTable(r->id).size()) * kv_->block_size();
     PARALLM_CHECK_MSG(capacity >= r->num_computed_tokens, "a running request lacks blocks for its computed tokens");
     PARALLM_CHECK(r->num_computed_tokens <= r->num_tokens());
-    if (const int32_t q = config_.ssd_chunk; q > 0)
-      PARALLM_CHECK_MSG(r->num_computed_tokens % q == 0 || r->num_computed_tokens >= r->num_prompt_tokens / q * q,
-                        "a hybrid model's prefill stopped inside one of its prompt's whole SSD chunks");
+    PARALLM_CHECK_MSG(r->num_computed_tokens >= WholeSsdChunksEnd(*r) ||
+                          r->num_computed_tokens % config_.ssd_chunk == 0,
+                      "a hybrid model's prefill stopped inside one of its prompt's whole SSD chunks");
   }
   for (const Request* r : waiting_) {
     PARALLM_CHECK(r->status == RequestStatus::kWaiting || r->status == RequestStatus::kPreempted);

@@ -108,6 +108,8 @@ class Scheduler {
   // How many of `num_new` tokens from `start` a step may compute for `r`: all of them, or with ssd_chunk set and the
   // end inside the prompt's whole SSD chunks, down to the last multiple of ssd_chunk (possibly none).
   int32_t SsdAlign(const Request& r, int32_t start, int32_t num_new) const;
+  // Where the whole SSD chunks of r's prompt end (0 without ssd_chunk): prefill stays on chunk boundaries before it.
+  int32_t WholeSsdChunksEnd(const Request& r) const;
   // Whether decoding requests draft this step (speculation on, and not over disable_by_batch_size requests).
   bool Drafting() const;
   // How many tokens a decoding request may draft: at most `budget`, and never past its max_tokens or the context.

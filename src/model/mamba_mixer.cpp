@@ -66,12 +66,12 @@ void MambaMixer(const ModelConfig& c, const MambaWeights& w, int layer, const Fo
     if (seq.num_tokens == 0) continue;
     const SsdRuns runs = SsdChunks(seq, chunk);
     const int width = runs.chunked_end > runs.chunked_begin ? per_group : 1;
-    for (int h = 0; h < c.ssm_heads; h += width) tasks.push_back({i, h, h + width});
+    for (int h = 0; h < c.ssm_heads; h += width) tasks.push_back({i, h, h + width, runs});
   }
   for_each(static_cast<int64_t>(tasks.size()), [&](int64_t k) {
     const MambaScratch::ScanTask& task = tasks[static_cast<size_t>(k)];
     const SequenceSlice& seq = batch.sequences[static_cast<size_t>(task.seq)];
-    const SsdRuns runs = SsdChunks(seq, chunk);
+    const SsdRuns& runs = task.runs;
     const int32_t first = seq.context_len - seq.num_tokens;  // the position of the slice's first token
     float* ssm = state.Ssm(layer, seq.state_slot);
     // Tokens [from, to) of the slice, by absolute position.

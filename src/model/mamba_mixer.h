@@ -44,6 +44,7 @@ struct MambaScratch {
   std::vector<float> y;     // [num_tokens, ssm_inner]: the scan's output, then gated and normed
   struct ScanTask {
     int32_t seq, head_begin, head_end;
+    SsdRuns runs;  // the sequence's chunked positions
   };
   std::vector<ScanTask> tasks;  // the scan's (sequence, heads) units of work
 };

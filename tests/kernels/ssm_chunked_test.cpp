@@ -64,20 +64,5 @@ TEST(SsmChunkedScan, MatchesItsTwinAndTheScanAndIsBitStableAcrossCallShapes) {
   }
 }
 
-TEST(SsmChunkedScan, OneTokenChunkIsOneScanStep) {
-  // With chunk 1, L is empty and the formulas reduce to the scan's step: y = dt (C·B) x + dA (S0·C) + D x.
-  SsmScanShape sh{1, 1, 2, 1, 0.0f};
-  const float xbc[] = {2.0f, 1.0f, -1.0f, 0.5f, 3.0f};  // x, B[2], C[2]
-  const float dt_raw = 0.0f, dt_bias = 0.0f, A = -1.0f, D = 0.25f;
-  float s[] = {1.0f, 2.0f};
-  float y;
-  SsmChunkedScan(sh, 0, 1, 1, xbc, xbc + 1, xbc + 3, 5, &dt_raw, 1, 1, &dt_bias, &A, &D, s, &y, 1);
-  const double dt = std::log(2.0), dA = std::exp(-dt);
-  const double s0 = 1 * dA + dt * 2 * 1, s1 = 2 * dA + dt * 2 * -1;
-  EXPECT_NEAR(s[0], s0, 1e-6);
-  EXPECT_NEAR(s[1], s1, 1e-6);
-  EXPECT_NEAR(y, s0 * 0.5 + s1 * 3 + 0.25 * 2, 1e-5);
-}
-
 }  // namespace
 }  // namespace parallm

@@ -1,7 +1,8 @@
 // The Mamba-2 kernels (kernels/ssm.h) against their scalar twins on ragged shapes (state sizes that are not multiples
-// of the 8 partial sums, odd channel counts, 1 and 2 groups, conv widths 1 to 4), against a hand-computed case, and
-// the property the engine relies on: a sequence run in chunks (prefill chunks, then one token at a time) gives the
-// same bits as the same sequence run whole, state and outputs alike.
+// of the 8 partial sums, odd channel counts, 1 and 2 groups, conv widths 1 to 4), against a hand-computed step (the
+// chunked form of kernels/ssm_chunked.h too), and the property the engine relies on: a sequence run in chunks
+// (prefill chunks, then one token at a time) gives the same bits as the same sequence run whole, state and outputs
+// alike.
 #include <cmath>
 #include <random>
 #include <vector>
@@ -9,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/ssm.h"
+#include "kernels/ssm_chunked.h"
 
 #include "uniform.h"
 
@@ -100,19 +102,26 @@ TEST(SsmScan, MatchesTheScalarTwinAndChunkingDoesNotChangeABit) {
   }
 }
 
-TEST(SsmScan, HandComputedOneStep) {
-  // One head, head_dim 1, state 2: dt = softplus(0) = ln 2; S = S0 * exp(dt A) + dt x B; y = S . C + D x.
+TEST(SsmScan, HandComputedOneStepInBothForms) {
+  // One head, head_dim 1, state 2: dt = softplus(0) = ln 2; S = S0 * exp(dt A) + dt x B; y = S . C + D x. The
+  // chunked form with a chunk of 1 token (its decay mask L empty) reduces to the same step.
   SsmScanShape sh{1, 1, 2, 1, 0.0f};
   const float xbc[] = {2.0f, 1.0f, -1.0f, 0.5f, 3.0f};  // x, B[2], C[2]
   const float dt_raw = 0.0f, dt_bias = 0.0f, A = -1.0f, D = 0.25f;
-  float s[] = {1.0f, 2.0f};
-  float y;
-  SsmScan(sh, 0, 1, xbc, xbc + 1, xbc + 3, 5, &dt_raw, 1, 1, &dt_bias, &A, &D, s, &y, 1);
   const double dt = std::log(2.0), dA = std::exp(-dt);
   const double s0 = 1 * dA + dt * 2 * 1, s1 = 2 * dA + dt * 2 * -1;
-  EXPECT_NEAR(s[0], s0, 1e-6);
-  EXPECT_NEAR(s[1], s1, 1e-6);
-  EXPECT_NEAR(y, s0 * 0.5 + s1 * 3 + 0.25 * 2, 1e-5);
+  for (bool chunked : {false, true}) {
+    SCOPED_TRACE(chunked ? "SsmChunkedScan" : "SsmScan");
+    float s[] = {1.0f, 2.0f};
+    float y;
+    if (chunked)
+      SsmChunkedScan(sh, 0, 1, 1, xbc, xbc + 1, xbc + 3, 5, &dt_raw, 1, 1, &dt_bias, &A, &D, s, &y, 1);
+    else
+      SsmScan(sh, 0, 1, xbc, xbc + 1, xbc + 3, 5, &dt_raw, 1, 1, &dt_bias, &A, &D, s, &y, 1);
+    EXPECT_NEAR(s[0], s0, 1e-6);
+    EXPECT_NEAR(s[1], s1, 1e-6);
+    EXPECT_NEAR(y, s0 * 0.5 + s1 * 3 + 0.25 * 2, 1e-5);
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "formats/llama2c.h"
+#include "byte_vocab.h"
 #include "structured/gbnf.h"
 #include "structured/matcher.h"
 #include "structured/structured_output.h"
@@ -210,8 +211,53 @@ TEST(Matcher, MasksEqualTokenByTokenAnswers) {
       "f": {"type": "string", "maxLength": 1}},
       "required": ["a", "b", "e", "f"], "additionalProperties": false})";
   CheckMasksAgainstTokens(RandomVocab(letters, 900, 777), counted, 24, 99, &checked, &run_masks);
+  // A class for three characters, then a narrower one: only the part that takes the whole class may be a run.
+  CheckMasksAgainstTokens(RandomVocab(letters, 900, 778), R"({"type": "string", "pattern": "^[a-zA-Z_+-]{3}[ab]{2}$"})",
+                          8, 5, &checked, &run_masks);
   EXPECT_GT(checked, 600);
   EXPECT_GT(run_masks, 20);  // the RunTable path was taken
+}
+
+// Which states read their mask from a RunTable (the speed of string-heavy JSON depends on it; the masks are exact
+// either way, which MasksEqualTokenByTokenAnswers checks): states inside a string, counted or free, and inside a
+// wide ASCII class (an e-mail address) do; states that take a few bytes (a number's digits, a quote, an escape,
+// an enum's next letter) or a counted string with nothing left are walked. Each probe compiles afresh, so the one
+// mask computed is the probed state's.
+TEST(Matcher, RunTablesServeTheStatesInsideStrings) {
+  struct Probe {
+    const char* schema;
+    const char* text;
+    bool run;
+  };
+  const Probe probes[] = {
+      {R"({"type": "string"})", "", false},
+      {R"({"type": "string"})", "\"", true},
+      {R"({"type": "string"})", "\"ab\xC3\xA9", true},
+      {R"({"type": "string"})", "\"a\\", false},
+      {R"({"type": "string"})", "\"a\\n", true},
+      {R"({"type": "string"})", "\"\xE4\xB8", false},  // inside a character: its last byte, not a run
+      {R"({"type": "string", "maxLength": 3})", "\"", true},
+      {R"({"type": "string", "maxLength": 3})", "\"ab", true},
+      {R"({"type": "string", "maxLength": 3})", "\"abc", false},
+      {R"({"type": "string", "minLength": 2, "maxLength": 4})", "\"a", true},
+      {R"({"type": "string", "format": "email"})", "\"ab", true},
+      {R"({"type": "string", "format": "email"})", "\"ab@c", true},
+      {R"({"type": "string", "pattern": "^[a-z]{2}[a-f]$"})", "\"a", false},  // a-z, then only a-f: not one class
+      {R"({"type": "integer"})", "1", false},
+      {R"({"enum": ["apple", "avocado"]})", "\"a", false},
+      {R"({"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]})", "{\"k\": \"x", true},
+      {R"({"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]})", "{\"k\"", false},
+  };
+  for (const Probe& p : probes) {
+    GrammarCompiler compiler(ByteVocab());
+    auto g = compiler.Compile({StructuredOutput::Kind::kJsonSchema, p.schema, {}, "", ""});
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    GrammarMatcher m(*g);
+    ASSERT_TRUE(m.AcceptBytes(p.text)) << p.schema << " " << p.text;
+    ASSERT_NE(m.Mask(), nullptr);
+    EXPECT_EQ((*g)->num_cached_masks(), 1) << p.schema << " after " << p.text;
+    EXPECT_EQ((*g)->num_run_masks(), p.run ? 1 : 0) << p.schema << " after " << p.text;
+  }
 }
 
 }  // namespace

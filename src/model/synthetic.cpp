@@ -31,7 +31,7 @@ std::vector<float> Random(uint64_t seed, const std::string& name, int64_t n, flo
 }  // namespace
 
 std::vector<std::string> PresetNames() {
-  return {"tiny",      "qwen2.5-0.5b", "qwen3-0.6b", "llama-3.2-1b",  "gemma-2b",
+  return {"tiny",      "qwen2.5-0.5b", "qwen3-0.6b", "llama-3.2-1b",  "llama-3.2-3b", "gemma-2b",
           "gemma2-2b", "gemma3-1b",    "phi-3-mini", "qwen3-30b-a3b", "qwen3-moe-mini",
           "nemotron-3-nano-30b-a3b", "nemotron-h-mini"};
 }
@@ -87,6 +87,11 @@ Result<ModelConfig> PresetConfig(const std::string& preset, const Arch* arch) {
   } else if (preset == "llama-3.2-1b") {
     own = Arch::kLlama;
     c.hidden = 2048, c.n_layers = 16, c.n_heads = 32, c.n_kv_heads = 8, c.head_dim = 64, c.ffn = 8192;
+    c.vocab = 128256, c.context_length = 131072, c.rope_theta = 500000.0f, c.rms_eps = 1e-5f;
+    c.rope_llama3 = ModelConfig::Llama3Rope{32, 1, 4, 8192};
+  } else if (preset == "llama-3.2-3b") {  // meta-llama/Llama-3.2-3B-Instruct
+    own = Arch::kLlama;
+    c.hidden = 3072, c.n_layers = 28, c.n_heads = 24, c.n_kv_heads = 8, c.head_dim = 128, c.ffn = 8192;
     c.vocab = 128256, c.context_length = 131072, c.rope_theta = 500000.0f, c.rms_eps = 1e-5f;
     c.rope_llama3 = ModelConfig::Llama3Rope{32, 1, 4, 8192};
   } else if (preset == "gemma-2b") {  // google/gemma-1.1-2b-it
@@ -146,7 +151,7 @@ Result<ModelConfig> PresetConfig(const std::string& preset, const Arch* arch) {
   const ArchSpec& spec = SpecFor(own);
   ApplySpec(spec, c);
   FamilyDefaults(c);
-  c.tied_embeddings = preset == "llama-3.2-1b" || preset == "qwen3-moe-mini" ? true : spec.default_tied_embeddings;
+  c.tied_embeddings = preset == "llama-3.2-1b" || preset == "llama-3.2-3b" || preset == "qwen3-moe-mini" ? true : spec.default_tied_embeddings;
   c.rope_style = RopeStyle::kHalf;
   if (c.rope_llama3) {
     const auto& r = *c.rope_llama3;

@@ -1,5 +1,5 @@
-// Synthetic models: preset shapes of real models (tiny, qwen2.5-0.5b, qwen3-0.6b, llama-3.2-1b) filled with
-// seeded random weights, so tests and benchmarks run on a fresh machine with no download.
+// Synthetic models: preset shapes of real models (tiny, qwen2.5-0.5b, llama-3.2-1b and -3b, Gemma, Phi-3, MoE and
+// hybrid shapes) filled with seeded random weights, so tests and benchmarks run on a fresh machine with no download.
 #pragma once
 
 #include <cstdint>

@@ -45,12 +45,41 @@ PARALLM_INLINE V TransposeSum(V* v) {
 PARALLM_INLINE void TileSlots(const GroupTask& t, int64_t j0, int n, int64_t (&slots)[W]) {
   int64_t block = j0 / t.block_size;
   int64_t offset = j0 % t.block_size;
+  if (offset + n <= t.block_size) {  // the usual case: the tile lies in one block, its slots are consecutive
+    const int64_t first = static_cast<int64_t>(t.block_table[block]) * t.block_size + offset;
+    for (int i = 0; i < W; ++i) slots[i] = first + (i < n ? i : 0);
+    return;
+  }
   for (int i = 0; i < W; ++i) {
     if (i >= n) {
       slots[i] = slots[0];
       continue;
     }
     slots[i] = static_cast<int64_t>(t.block_table[block]) * t.block_size + offset;
+    if (++offset == t.block_size) {
+      offset = 0;
+      ++block;
+    }
+  }
+}
+
+// Asks for the rows of positions [j, j + W) below the context's end (and int8's scales) to come into cache: with
+// many sequences at long contexts every row is a miss, and the kernel's own loads, waiting on each tile's rows, reach
+// a fraction of the memory's bandwidth. Called kPrefetchTiles tiles ahead of the tile being computed.
+constexpr int kPrefetchTiles = 2;
+
+template <class T>
+PARALLM_INLINE void PrefetchTile(const GroupTask& t, const T* base, const float* scales, int64_t j) {
+  const int64_t end = std::min<int64_t>(j + W, t.n_ctx);
+  if (j >= end) return;
+  int64_t block = j / t.block_size;
+  int64_t offset = j % t.block_size;
+  const int64_t row_bytes = static_cast<int64_t>(t.head_dim) * static_cast<int64_t>(sizeof(T));
+  for (; j < end; ++j) {
+    const int64_t slot = static_cast<int64_t>(t.block_table[block]) * t.block_size + offset;
+    const char* row = reinterpret_cast<const char*>(base + slot * t.slot_stride);
+    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(row + b);  // rows start on a line (kv_storage)
+    if (scales != nullptr) __builtin_prefetch(scales + slot * t.scale_stride);
     if (++offset == t.block_size) {
       offset = 0;
       ++block;
@@ -135,6 +164,7 @@ void AttendGroup(const GroupTask& t) {
   // 1. Scores, W positions at a time; each key row comes from memory for the first head, from L1 for the others.
   for (int64_t j0 = 0; j0 < n_ctx; j0 += W) {
     const int n = static_cast<int>(std::min<int64_t>(W, n_ctx - j0));
+    PrefetchTile(t, keys, kScaled ? t.key_scales : nullptr, t.begin + j0 + kPrefetchTiles * W);
     TileSlots(t, t.begin + j0, n, slots);
     const T* k[W];
     for (int i = 0; i < W; ++i) k[i] = keys + slots[i] * t.slot_stride;
@@ -160,6 +190,9 @@ void AttendGroup(const GroupTask& t) {
     }
   }
 
+  for (int tile = 0; tile < kPrefetchTiles; ++tile)  // step 3's first tiles, while the softmax runs
+    PrefetchTile(t, values, kScaled ? t.value_scales : nullptr, t.begin + tile * W);
+
   // 2. Softmax of each head's row (after soft-capping, when asked): max, exp and sum in a fixed lane order, then
   // normalized in place; the padding after n_ctx becomes zero weights for step 3's partial tile.
   for (int g = 0; g < t.group; ++g) {
@@ -167,8 +200,9 @@ void AttendGroup(const GroupTask& t) {
     if (t.softcap > 0)
       for (int64_t j = 0; j < n_ctx; ++j) row[j] = t.softcap * std::tanh(row[j] / t.softcap);
     const float inv = 1.0f / ExpShiftSum(row, n_ctx, MaxOf(row, n_ctx));
-    for (int64_t j = 0; j < n_ctx; ++j) row[j] *= inv;
     std::fill(row + n_ctx, row + t.row_stride, 0.0f);
+    const V inv_v = Splat(inv);  // W at a time over the padded row (the compiler left the plain loop scalar)
+    for (int64_t j = 0; j < t.row_stride; j += W) Store(row + j, Load(row + j) * inv_v);
   }
 
   // 3. out[g] = sum over positions of p[g][j] * v[j], W positions at a time: W dims of the tile's W value rows are
@@ -176,6 +210,7 @@ void AttendGroup(const GroupTask& t) {
   for (int g = 0; g < t.group; ++g) std::fill_n(t.out + static_cast<int64_t>(g) * D, D, 0.0f);
   for (int64_t j0 = 0; j0 < n_ctx; j0 += W) {
     const int n = static_cast<int>(std::min<int64_t>(W, n_ctx - j0));
+    PrefetchTile(t, values, kScaled ? t.value_scales : nullptr, t.begin + j0 + kPrefetchTiles * W);
     TileSlots(t, t.begin + j0, n, slots);
     const T* v[W];
     for (int i = 0; i < W; ++i) v[i] = values + slots[i] * t.slot_stride;

@@ -150,6 +150,64 @@ PARALLM_INLINE float MaxOf(const float* x, int64_t n) {
   return mx;
 }
 
+// Vector registers of the instruction set: 32 with AVX-512, 16 with AVX2 and SSE.
+constexpr int kVectorRegisters = W == 16 ? 32 : 16;
+
+// The dot products of one query head (qg: QN vectors, held in registers) with the tile's W key rows, lane i of the
+// result for row i: each row's QN products accumulate in order of d (as in ScoreTile's general loop, so the same
+// bits), one row after the other, reading each row through its own pointer once.
+template <int QN, class U>
+PARALLM_INLINE V ScoreRows(const float* qg, const U* const (&k)[W]) {
+  V q[QN];
+#pragma GCC unroll 8
+  for (int c = 0; c < QN; ++c) q[c] = Load(qg + c * W);
+  V acc[W];
+#pragma GCC unroll 16
+  for (int i = 0; i < W; ++i) {
+    V a{};
+#pragma GCC unroll 8
+    for (int c = 0; c < QN; ++c) a = MulAdd(q[c], LoadRow(k[i] + c * W), a);
+    acc[i] = a;
+  }
+  return TransposeSum(acc);
+}
+
+// The scores of positions [j0, j0 + W) (a score row's columns) for every head of the group, from the tile's key
+// rows k[i] of element type U (f32, decoded or stored so; bf16 / int8 read directly); with kScaled (int8), the
+// rows' scales in key_scale.
+template <bool kScaled, class U>
+PARALLM_INLINE void ScoreTile(const GroupTask& t, const U* const (&k)[W], int64_t j0, V key_scale) {
+  const int D = t.head_dim, vec_d = D / W * W;
+  for (int g = 0; g < t.group; ++g) {
+    const float* qg = t.q + static_cast<int64_t>(g) * D;
+    V s;
+    if (vec_d == 4 * W) {
+      s = ScoreRows<4>(qg, k);
+    } else if (vec_d == 8 * W && 8 + W <= kVectorRegisters - 4) {
+      s = ScoreRows<8>(qg, k);
+    } else {
+      V acc[W] = {};
+      for (int d = 0; d < vec_d; d += W) {
+        const V qd = Load(qg + d);
+#pragma GCC unroll 16
+        for (int i = 0; i < W; ++i) acc[i] = MulAdd(qd, LoadRow(k[i] + d), acc[i]);
+      }
+      s = TransposeSum(acc);
+    }
+    for (int d = vec_d; d < D; ++d) {
+      V kd;
+      for (int i = 0; i < W; ++i) kd[i] = Elem(k[i], d);
+      s = MulAdd(Splat(qg[d]), kd, s);
+    }
+    if constexpr (kScaled) s = s * key_scale;  // q . (scale * k) = scale * (q . k)
+    // A partial tile's extra lanes land in the row's padding (row_stride is a multiple of 16 >= W).
+    Store(t.scores + g * t.row_stride + j0, s * t.scale);
+  }
+}
+
+// Head dims up to this are decoded into a tile of f32 rows (the stack buffer's size); wider ones read stored rows.
+constexpr int kMaxDecodedDim = 256;
+
 // T: the stored element type (float, uint16_t for bf16, int8_t).
 template <class T>
 void AttendGroup(const GroupTask& t) {
@@ -162,6 +220,7 @@ void AttendGroup(const GroupTask& t) {
   const int64_t n_ctx = t.n_ctx - t.begin;
 
   // 1. Scores, W positions at a time; each key row comes from memory for the first head, from L1 for the others.
+  alignas(64) float decoded[std::is_same_v<T, float> ? 1 : W * kMaxDecodedDim];
   for (int64_t j0 = 0; j0 < n_ctx; j0 += W) {
     const int n = static_cast<int>(std::min<int64_t>(W, n_ctx - j0));
     PrefetchTile(t, keys, kScaled ? t.key_scales : nullptr, t.begin + j0 + kPrefetchTiles * W);
@@ -170,23 +229,21 @@ void AttendGroup(const GroupTask& t) {
     for (int i = 0; i < W; ++i) k[i] = keys + slots[i] * t.slot_stride;
     V key_scale{};
     if constexpr (kScaled) key_scale = TileScales(t.key_scales, t.scale_stride, slots);
-    for (int g = 0; g < t.group; ++g) {
-      const float* qg = t.q + static_cast<int64_t>(g) * D;
-      V acc[W] = {};
-      for (int d = 0; d < vec_d; d += W) {
-        const V qd = Load(qg + d);
-#pragma GCC unroll 16
-        for (int i = 0; i < W; ++i) acc[i] = MulAdd(qd, LoadRow(k[i] + d), acc[i]);
+    if constexpr (std::is_same_v<T, float>) {
+      ScoreTile<kScaled>(t, k, j0, key_scale);
+    } else if (D <= kMaxDecodedDim) {
+      // bf16 and int8 rows are decoded to f32 once per tile, not once per head of the group: the heads then read
+      // f32 rows from L1. Decoding is exact, so the scores are the same bits as reading the stored rows directly.
+      const float* kf[W];
+      for (int i = 0; i < W; ++i) {
+        float* row = decoded + i * D;
+        for (int d = 0; d < vec_d; d += W) Store(row + d, LoadRow(k[i] + d));
+        for (int d = vec_d; d < D; ++d) row[d] = Elem(k[i], d);
+        kf[i] = row;
       }
-      V s = TransposeSum(acc);
-      for (int d = vec_d; d < D; ++d) {
-        V kd;
-        for (int i = 0; i < W; ++i) kd[i] = Elem(k[i], d);
-        s = MulAdd(Splat(qg[d]), kd, s);
-      }
-      if constexpr (kScaled) s = s * key_scale;  // q . (scale * k) = scale * (q . k)
-      // A partial tile's extra lanes land in the row's padding (row_stride is a multiple of 16 >= W).
-      Store(t.scores + g * t.row_stride + j0, s * t.scale);
+      ScoreTile<kScaled>(t, kf, j0, key_scale);
+    } else {
+      ScoreTile<kScaled>(t, k, j0, key_scale);
     }
   }
 

@@ -30,6 +30,8 @@ void* ZeroedBytes(size_t bytes) {
   // Transparent huge pages where the system gives them on request (the common `madvise` setting): a sequence's
   // blocks lie scattered over the cache, and attention reading them through 4 KiB pages misses the TLB block after
   // block; 2 MiB pages also make the first writes 512 times fewer page faults. Advice only: ignored where unsupported.
+  // RSS then counts the cache in 2 MiB steps per buffer (never above --kv-cache-gb): 8 requests of 500 tokens on the
+  // 0.5B shape use 100 MB of blocks and showed ~440 MB of huge pages.
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
   const uintptr_t lo = (start + kHuge - 1) / kHuge * kHuge, hi = (start + bytes) / kHuge * kHuge;
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);

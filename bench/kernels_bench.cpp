@@ -15,8 +15,8 @@
 //
 // ExpertsGrouped/q4_k/per_expert:<n>/threads:<t>: a mixture-of-experts layer's gate and up (BM_ExpertsGrouped).
 //
-// PagedAttention/<isa>/ctx:<n_ctx>/seqs:<n>: one decode token per sequence, 14 query / 2 KV heads, head_dim 64,
-// blocks of 16 positions.
+// PagedAttention/<isa>[/bf16|/int8]/ctx:<n_ctx>/seqs:<n>: one decode token per sequence, 14 query / 2 KV heads,
+// head_dim 64, blocks of 16 positions; keys and values in f32, or stored as bf16 or int8 (--kv-cache-dtype).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -29,6 +29,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
+#include "kernels/kv_dtype.h"
 #include "kernels/matmul.h"
 #include "tensor/mlx_affine.h"
 #include "tensor/quant.h"
@@ -160,7 +161,7 @@ void BM_MatMul(benchmark::State& state, WType t, IsaPath isa, Shape s, int64_t n
 // One decode token for each of `seqs` sequences of n_ctx positions, all KV heads, on the 0.5B attention shape.
 // One sequence's keys and values (n_ctx KiB) stay in cache across iterations: the kernel's compute ceiling. 64
 // sequences' (64 x 512 KiB) do not: the batched-decode case, where every key and value comes from memory.
-void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int seqs) {
+void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int seqs, KvDtype dtype) {
   if (!SetPagedAttentionLanes(lanes)) {
     state.SkipWithError("path not supported on this CPU");
     return;
@@ -181,7 +182,24 @@ void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int se
   std::vector<float> q(static_cast<size_t>(seqs * q_floats)), out(q.size());
   for (float& v : q) v = dist(rng);
   std::vector<float> scratch(static_cast<size_t>(PagedAttentionScratchSize(shape, n_ctx)));
-  const PagedKvView kv{keys.data(), values.data(), slot_floats, block_size};
+  PagedKvView kv{keys.data(), values.data(), slot_floats, block_size};
+  // bf16 or int8: the same keys and values stored as the cache stores them (one scale per slot and KV head).
+  const size_t rows = keys.size() / head_dim, row_bytes = head_dim * KvElementBytes(dtype);
+  std::vector<char> stored_keys, stored_values;
+  std::vector<float> key_scales(dtype == KvDtype::kInt8 ? rows : 0), value_scales(key_scales.size());
+  if (dtype != KvDtype::kF32) {
+    stored_keys.resize(rows * row_bytes);
+    stored_values.resize(rows * row_bytes);
+    for (size_t r = 0; r < rows; ++r) {
+      const bool scaled = dtype == KvDtype::kInt8;
+      EncodeKvRow(dtype, keys.data() + r * head_dim, head_dim, stored_keys.data() + r * row_bytes,
+                  scaled ? &key_scales[r] : nullptr);
+      EncodeKvRow(dtype, values.data() + r * head_dim, head_dim, stored_values.data() + r * row_bytes,
+                  scaled ? &value_scales[r] : nullptr);
+    }
+    kv = {stored_keys.data(), stored_values.data(), slot_floats, block_size, dtype, key_scales.data(),
+          value_scales.data()};
+  }
   for (auto _ : state) {
     for (int s = 0; s < seqs; ++s) {
       const std::span<const int32_t> table(order.data() + s * blocks_per_seq, static_cast<size_t>(blocks_per_seq));
@@ -190,7 +208,8 @@ void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int se
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  const double bytes = 2.0 * static_cast<double>(seqs * n_ctx * slot_floats) * sizeof(float);  // keys + values
+  const double bytes = 2.0 * static_cast<double>(seqs * n_ctx * slot_floats) *
+                       static_cast<double>(KvElementBytes(dtype) + (dtype == KvDtype::kInt8 ? 4.0 / head_dim : 0.0));  // keys + values
   state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   SetPagedAttentionLanes(0);
 }
@@ -254,11 +273,14 @@ void RegisterAttention() {
   const std::pair<int, const char*> widths[] = {{16, "avx512"}, {8, "avx2"}, {4, "baseline"}};
   const std::pair<int64_t, int> sizes[] = {{128, 1}, {512, 1}, {2048, 1}, {512, 64}};
   for (auto [lanes, isa] : widths) {
-    for (auto [n_ctx, seqs] : sizes) {
-      const std::string name = std::string("PagedAttention/") + isa + "/ctx:" + std::to_string(n_ctx) +
-                               "/seqs:" + std::to_string(seqs);
-      benchmark::RegisterBenchmark(name.c_str(), BM_PagedAttention, lanes, n_ctx, seqs)->Unit(benchmark::kMicrosecond);
-    }
+    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16, KvDtype::kInt8})
+      for (auto [n_ctx, seqs] : sizes) {
+        const std::string type = dtype == KvDtype::kF32 ? "" : "/" + std::string(KvDtypeName(dtype));
+        const std::string name = std::string("PagedAttention/") + isa + type + "/ctx:" + std::to_string(n_ctx) +
+                                 "/seqs:" + std::to_string(seqs);
+        benchmark::RegisterBenchmark(name.c_str(), BM_PagedAttention, lanes, n_ctx, seqs, dtype)
+            ->Unit(benchmark::kMicrosecond);
+      }
   }
 }
 

@@ -44,6 +44,7 @@ boost::json::object RunFigures::ToJson() const {
           {"ttft_mean_s", ttft_mean},
           {"tpot_mean_s", tpot_mean},
           {"decode_tokens_per_s", decode_tps},
+          {"decode_only_step_tokens_per_s", decode_only_tps},
           {"generation_tokens_per_s", generation_tps()},
           {"prompt_tokens_per_s", prompt_tps()},
           {"total_tokens_per_s", total_tps()},
@@ -61,9 +62,14 @@ Result<RunFigures> Measure(LLM& llm, const std::vector<std::vector<int32_t>>& pr
   p.seed = 1;
   p.has_seed = temperature > 0;
   const Scheduler::SpecStats spec_before = llm.engine().scheduler().spec_stats();
+  const DecodeStepStats decode_before = llm.engine().decode_step_stats();
   const auto start = std::chrono::steady_clock::now();
   PARALLM_ASSIGN_OR_RETURN(std::vector<Completion> done, llm.Generate(prompts, {p}, nullptr, adapters));
   RunFigures f;
+  const DecodeStepStats& decode_after = llm.engine().decode_step_stats();
+  if (decode_after.seconds > decode_before.seconds)
+    f.decode_only_tps = static_cast<double>(decode_after.tokens - decode_before.tokens) /
+                        (decode_after.seconds - decode_before.seconds);
   f.draft_tokens = llm.engine().scheduler().spec_stats().num_draft_tokens - spec_before.num_draft_tokens;
   f.accepted_tokens = llm.engine().scheduler().spec_stats().num_accepted_tokens - spec_before.num_accepted_tokens;
   f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -38,6 +38,9 @@ struct RunFigures {
   // Sum over requests of (tokens after the first) / (time after the first token): the aggregate decode rate
   // while they run together, with the prefill excluded.
   double decode_tps = 0;
+  // Tokens per second over the run's steps that carried no prefill (Engine::decode_step_stats): decode alone, not
+  // slowed by other requests' prompt chunks in the same steps (0 if no step was pure decode).
+  double decode_only_tps = 0;
   // Speculative decoding: draft tokens computed in the run, and of those accepted (0 when it is off).
   int64_t draft_tokens = 0;
   int64_t accepted_tokens = 0;

@@ -1,8 +1,12 @@
 // PagedKvStorage: keys and values per layer, slot-major, in the storage's element type.
 #include "cache/kv_storage.h"
 
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <new>
+
+#include <sys/mman.h>
 
 #include "util/check.h"
 
@@ -12,13 +16,32 @@ namespace {
 // calloc, not std::vector(n): a large calloc maps zero pages that the OS fills in as blocks are first written,
 // where a vector writes every byte up front. With the default 2 GiB cache that was most of a small model's start-up
 // (seconds of page faults, tens under load), and RSS now shows the KV memory in use.
+// The bytes start on a cache line (a large calloc returns a page start plus a 16-byte header): rows of 64-byte
+// multiples then never straddle lines, where otherwise every vector load of the attention kernel is split in two.
+// The pointer calloc returned is kept just before the aligned start, for FreeDeleter.
 void* ZeroedBytes(size_t bytes) {
-  void* p = std::calloc(bytes, 1);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
+  constexpr size_t kLine = 64;
+  void* raw = std::calloc(bytes + kLine + sizeof(void*), 1);
+  if (raw == nullptr) throw std::bad_alloc();
+  const uintptr_t start = (reinterpret_cast<uintptr_t>(raw) + sizeof(void*) + kLine - 1) / kLine * kLine;
+  void** aligned = reinterpret_cast<void**>(start);
+  aligned[-1] = raw;
+#ifdef MADV_HUGEPAGE
+  // Transparent huge pages where the system gives them on request (the common `madvise` setting): a sequence's
+  // blocks lie scattered over the cache, and attention reading them through 4 KiB pages misses the TLB block after
+  // block; 2 MiB pages also make the first writes 512 times fewer page faults. Advice only: ignored where unsupported.
+  // RSS then counts the cache in 2 MiB steps per buffer (never above --kv-cache-gb): 8 requests of 500 tokens on the
+  // 0.5B shape use 100 MB of blocks and showed ~440 MB of huge pages.
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const uintptr_t lo = (start + kHuge - 1) / kHuge * kHuge, hi = (start + bytes) / kHuge * kHuge;
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+#endif
+  return aligned;
 }
 
 }  // namespace
+
+void PagedKvStorage::FreeDeleter::operator()(void* p) const { std::free(static_cast<void**>(p)[-1]); }
 
 PagedKvStorage::PagedKvStorage(const KvStorageShape& shape) : shape_(shape) {
   PARALLM_CHECK(shape.n_layers > 0 && shape.n_kv_heads > 0 && shape.head_dim > 0);

@@ -46,8 +46,8 @@ class PagedKvStorage {
   PagedKvView View(int layer) const;
 
  private:
-  struct FreeDeleter {
-    void operator()(void* p) const { std::free(p); }
+  struct FreeDeleter {  // for ZeroedBytes' cache-line-aligned buffers
+    void operator()(void* p) const;
   };
   using Buffer = std::unique_ptr<void, FreeDeleter>;
   struct Layer {

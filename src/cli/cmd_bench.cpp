@@ -153,6 +153,8 @@ int RunThroughput(const BenchOptions& o) {
                 static_cast<long long>(f->prompt_tokens), static_cast<long long>(f->generated_tokens), f->seconds,
                 f->ttft_mean * 1e3, f->tpot_mean * 1e3, f->generation_tps(), f->prompt_tps(), f->total_tps(),
                 HumanBytes(static_cast<double>(bench::PeakRssBytes())).c_str());
+    std::printf("     decode tok/s: %.1f per request summed, %.1f in steps without prefill\n", f->decode_tps,
+                f->decode_only_tps);
     if (o.speculative.enabled())
       std::printf("     speculative decoding: %lld of %lld draft tokens accepted (%.1f%%)\n",
                   static_cast<long long>(f->accepted_tokens), static_cast<long long>(f->draft_tokens),

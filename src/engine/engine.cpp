@@ -2,6 +2,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "cache/cache_budget.h"
@@ -188,7 +189,12 @@ std::vector<SampleResult> Engine::SampleWithDraft(Request& r, std::span<float> r
 
 std::vector<RequestOutput> Engine::Step() {
   if (drafter_ != nullptr) ProposeWithDraftModel();
+  const auto step_start = std::chrono::steady_clock::now();
   const SchedulerOutput out = scheduler_.Schedule();
+  const bool decode_only =
+      !out.empty() && std::all_of(out.scheduled.begin(), out.scheduled.end(), [](const ScheduledRequest& s) {
+        return s.num_computed_tokens >= s.request->num_prompt_tokens;
+      });
   std::vector<std::vector<SampleResult>> sampled;
   std::vector<RequestOutput> outputs;
   struct Gain {
@@ -235,6 +241,11 @@ std::vector<RequestOutput> Engine::Step() {
     }
   }
   std::vector<std::unique_ptr<Request>> finished = scheduler_.Update(out, sampled);
+  if (decode_only) {
+    ++decode_steps_.steps;
+    decode_steps_.tokens += out.num_tokens;
+    decode_steps_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+  }
   if (drafter_ != nullptr) {  // the draft's cache holds running requests only
     for (RequestId id : out.preempted) drafter_->Free(id);
     for (const auto& r : finished) drafter_->Free(r->id);

@@ -48,6 +48,14 @@ struct RequestOutput {
   std::unique_ptr<Request> request;       // the final state, when finished
 };
 
+// Steps whose every scheduled request computed only tokens after its prompt (pure decode: no prefill chunk in
+// the step), timed from Schedule to Update: benchmarks read decode speed from them apart from prefill.
+struct DecodeStepStats {
+  int64_t steps = 0;
+  int64_t tokens = 0;  // tokens computed in those steps
+  double seconds = 0;
+};
+
 class Engine {
  public:
   Engine(Model& model, const EngineConfig& config);
@@ -76,6 +84,7 @@ class Engine {
   // The draft model's proposer (nullptr without one).
   const DraftModel* draft_model() const { return drafter_.get(); }
   void CheckIntegrity() const { scheduler_.CheckIntegrity(); }
+  const DecodeStepStats& decode_step_stats() const { return decode_steps_; }
 
  private:
   static EngineConfig Resolve(const Model& model, EngineConfig config);
@@ -98,6 +107,7 @@ class Engine {
   std::unique_ptr<DraftModel> drafter_;  // with a draft model only
   RequestId next_id_ = 1;
   std::vector<int32_t> eos_tokens_;  // the model's end-of-generation tokens (LoadedModel::eos_ids)
+  DecodeStepStats decode_steps_;
 };
 
 }  // namespace parallm

@@ -45,12 +45,41 @@ PARALLM_INLINE V TransposeSum(V* v) {
 PARALLM_INLINE void TileSlots(const GroupTask& t, int64_t j0, int n, int64_t (&slots)[W]) {
   int64_t block = j0 / t.block_size;
   int64_t offset = j0 % t.block_size;
+  if (offset + n <= t.block_size) {  // the usual case: the tile lies in one block, its slots are consecutive
+    const int64_t first = static_cast<int64_t>(t.block_table[block]) * t.block_size + offset;
+    for (int i = 0; i < W; ++i) slots[i] = first + (i < n ? i : 0);
+    return;
+  }
   for (int i = 0; i < W; ++i) {
     if (i >= n) {
       slots[i] = slots[0];
       continue;
     }
     slots[i] = static_cast<int64_t>(t.block_table[block]) * t.block_size + offset;
+    if (++offset == t.block_size) {
+      offset = 0;
+      ++block;
+    }
+  }
+}
+
+// Asks for the rows of positions [j, j + W) below the context's end (and int8's scales) to come into cache: with
+// many sequences at long contexts every row is a miss, and the kernel's own loads, waiting on each tile's rows, reach
+// a fraction of the memory's bandwidth. Called kPrefetchTiles tiles ahead of the tile being computed.
+constexpr int kPrefetchTiles = 2;
+
+template <class T>
+PARALLM_INLINE void PrefetchTile(const GroupTask& t, const T* base, const float* scales, int64_t j) {
+  const int64_t end = std::min<int64_t>(j + W, t.n_ctx);
+  if (j >= end) return;
+  int64_t block = j / t.block_size;
+  int64_t offset = j % t.block_size;
+  const int64_t row_bytes = static_cast<int64_t>(t.head_dim) * static_cast<int64_t>(sizeof(T));
+  for (; j < end; ++j) {
+    const int64_t slot = static_cast<int64_t>(t.block_table[block]) * t.block_size + offset;
+    const char* row = reinterpret_cast<const char*>(base + slot * t.slot_stride);
+    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(row + b);  // rows start on a line (kv_storage)
+    if (scales != nullptr) __builtin_prefetch(scales + slot * t.scale_stride);
     if (++offset == t.block_size) {
       offset = 0;
       ++block;
@@ -121,6 +150,64 @@ PARALLM_INLINE float MaxOf(const float* x, int64_t n) {
   return mx;
 }
 
+// Vector registers of the instruction set: 32 with AVX-512, 16 with AVX2 and SSE.
+constexpr int kVectorRegisters = W == 16 ? 32 : 16;
+
+// The dot products of one query head (qg: QN vectors, held in registers) with the tile's W key rows, lane i of the
+// result for row i: each row's QN products accumulate in order of d (as in ScoreTile's general loop, so the same
+// bits), one row after the other, reading each row through its own pointer once.
+template <int QN, class U>
+PARALLM_INLINE V ScoreRows(const float* qg, const U* const (&k)[W]) {
+  V q[QN];
+#pragma GCC unroll 8
+  for (int c = 0; c < QN; ++c) q[c] = Load(qg + c * W);
+  V acc[W];
+#pragma GCC unroll 16
+  for (int i = 0; i < W; ++i) {
+    V a{};
+#pragma GCC unroll 8
+    for (int c = 0; c < QN; ++c) a = MulAdd(q[c], LoadRow(k[i] + c * W), a);
+    acc[i] = a;
+  }
+  return TransposeSum(acc);
+}
+
+// The scores of positions [j0, j0 + W) (a score row's columns) for every head of the group, from the tile's key
+// rows k[i] of element type U (f32, decoded or stored so; bf16 / int8 read directly); with kScaled (int8), the
+// rows' scales in key_scale.
+template <bool kScaled, class U>
+PARALLM_INLINE void ScoreTile(const GroupTask& t, const U* const (&k)[W], int64_t j0, V key_scale) {
+  const int D = t.head_dim, vec_d = D / W * W;
+  for (int g = 0; g < t.group; ++g) {
+    const float* qg = t.q + static_cast<int64_t>(g) * D;
+    V s;
+    if (vec_d == 4 * W) {
+      s = ScoreRows<4>(qg, k);
+    } else if (vec_d == 8 * W && 8 + W <= kVectorRegisters - 4) {
+      s = ScoreRows<8>(qg, k);
+    } else {
+      V acc[W] = {};
+      for (int d = 0; d < vec_d; d += W) {
+        const V qd = Load(qg + d);
+#pragma GCC unroll 16
+        for (int i = 0; i < W; ++i) acc[i] = MulAdd(qd, LoadRow(k[i] + d), acc[i]);
+      }
+      s = TransposeSum(acc);
+    }
+    for (int d = vec_d; d < D; ++d) {
+      V kd;
+      for (int i = 0; i < W; ++i) kd[i] = Elem(k[i], d);
+      s = MulAdd(Splat(qg[d]), kd, s);
+    }
+    if constexpr (kScaled) s = s * key_scale;  // q . (scale * k) = scale * (q . k)
+    // A partial tile's extra lanes land in the row's padding (row_stride is a multiple of 16 >= W).
+    Store(t.scores + g * t.row_stride + j0, s * t.scale);
+  }
+}
+
+// Head dims up to this are decoded into a tile of f32 rows (the stack buffer's size); wider ones read stored rows.
+constexpr int kMaxDecodedDim = 256;
+
 // T: the stored element type (float, uint16_t for bf16, int8_t).
 template <class T>
 void AttendGroup(const GroupTask& t) {
@@ -133,32 +220,35 @@ void AttendGroup(const GroupTask& t) {
   const int64_t n_ctx = t.n_ctx - t.begin;
 
   // 1. Scores, W positions at a time; each key row comes from memory for the first head, from L1 for the others.
+  alignas(64) float decoded[std::is_same_v<T, float> ? 1 : W * kMaxDecodedDim];
   for (int64_t j0 = 0; j0 < n_ctx; j0 += W) {
     const int n = static_cast<int>(std::min<int64_t>(W, n_ctx - j0));
+    PrefetchTile(t, keys, kScaled ? t.key_scales : nullptr, t.begin + j0 + kPrefetchTiles * W);
     TileSlots(t, t.begin + j0, n, slots);
     const T* k[W];
     for (int i = 0; i < W; ++i) k[i] = keys + slots[i] * t.slot_stride;
     V key_scale{};
     if constexpr (kScaled) key_scale = TileScales(t.key_scales, t.scale_stride, slots);
-    for (int g = 0; g < t.group; ++g) {
-      const float* qg = t.q + static_cast<int64_t>(g) * D;
-      V acc[W] = {};
-      for (int d = 0; d < vec_d; d += W) {
-        const V qd = Load(qg + d);
-#pragma GCC unroll 16
-        for (int i = 0; i < W; ++i) acc[i] = MulAdd(qd, LoadRow(k[i] + d), acc[i]);
+    if constexpr (std::is_same_v<T, float>) {
+      ScoreTile<kScaled>(t, k, j0, key_scale);
+    } else if (D <= kMaxDecodedDim) {
+      // bf16 and int8 rows are decoded to f32 once per tile, not once per head of the group: the heads then read
+      // f32 rows from L1. Decoding is exact, so the scores are the same bits as reading the stored rows directly.
+      const float* kf[W];
+      for (int i = 0; i < W; ++i) {
+        float* row = decoded + i * D;
+        for (int d = 0; d < vec_d; d += W) Store(row + d, LoadRow(k[i] + d));
+        for (int d = vec_d; d < D; ++d) row[d] = Elem(k[i], d);
+        kf[i] = row;
       }
-      V s = TransposeSum(acc);
-      for (int d = vec_d; d < D; ++d) {
-        V kd;
-        for (int i = 0; i < W; ++i) kd[i] = Elem(k[i], d);
-        s = MulAdd(Splat(qg[d]), kd, s);
-      }
-      if constexpr (kScaled) s = s * key_scale;  // q . (scale * k) = scale * (q . k)
-      // A partial tile's extra lanes land in the row's padding (row_stride is a multiple of 16 >= W).
-      Store(t.scores + g * t.row_stride + j0, s * t.scale);
+      ScoreTile<kScaled>(t, kf, j0, key_scale);
+    } else {
+      ScoreTile<kScaled>(t, k, j0, key_scale);
     }
   }
+
+  for (int tile = 0; tile < kPrefetchTiles; ++tile)  // step 3's first tiles, while the softmax runs
+    PrefetchTile(t, values, kScaled ? t.value_scales : nullptr, t.begin + tile * W);
 
   // 2. Softmax of each head's row (after soft-capping, when asked): max, exp and sum in a fixed lane order, then
   // normalized in place; the padding after n_ctx becomes zero weights for step 3's partial tile.
@@ -167,8 +257,9 @@ void AttendGroup(const GroupTask& t) {
     if (t.softcap > 0)
       for (int64_t j = 0; j < n_ctx; ++j) row[j] = t.softcap * std::tanh(row[j] / t.softcap);
     const float inv = 1.0f / ExpShiftSum(row, n_ctx, MaxOf(row, n_ctx));
-    for (int64_t j = 0; j < n_ctx; ++j) row[j] *= inv;
     std::fill(row + n_ctx, row + t.row_stride, 0.0f);
+    const V inv_v = Splat(inv);  // W at a time over the padded row (the compiler left the plain loop scalar)
+    for (int64_t j = 0; j < t.row_stride; j += W) Store(row + j, Load(row + j) * inv_v);
   }
 
   // 3. out[g] = sum over positions of p[g][j] * v[j], W positions at a time: W dims of the tile's W value rows are
@@ -176,6 +267,7 @@ void AttendGroup(const GroupTask& t) {
   for (int g = 0; g < t.group; ++g) std::fill_n(t.out + static_cast<int64_t>(g) * D, D, 0.0f);
   for (int64_t j0 = 0; j0 < n_ctx; j0 += W) {
     const int n = static_cast<int>(std::min<int64_t>(W, n_ctx - j0));
+    PrefetchTile(t, values, kScaled ? t.value_scales : nullptr, t.begin + j0 + kPrefetchTiles * W);
     TileSlots(t, t.begin + j0, n, slots);
     const T* v[W];
     for (int i = 0; i < W; ++i) v[i] = values + slots[i] * t.slot_stride;

@@ -34,6 +34,7 @@ def main():
             assert close(run["generation_tokens_per_s"], run["generated_tokens"] / run["seconds"])
             assert close(run["total_tokens_per_s"], 162 / run["seconds"])
             assert run["ttft_mean_s"] > 0 and run["tpot_mean_s"] > 0
+            assert run["decode_only_step_tokens_per_s"] > 0  # steps of decode alone happen (4 requests at once)
         assert t["peak_memory_bytes"] > 0
 
         b = bench(binary, tmp / "b.json", "batching", *model, "--input-len", "16", "--max-tokens", "5",

@@ -167,6 +167,8 @@ INSTANTIATE_TEST_SUITE_P(
         // Other group sizes, head dims not a multiple of any vector width, and odd block sizes.
         Case{1, 1, 8, 16, 1}, Case{8, 4, 8, 16, 37}, Case{16, 8, 128, 16, 129}, Case{4, 2, 20, 4, 9},
         Case{6, 3, 50, 5, 61}, Case{21, 3, 72, 7, 45}, Case{8, 1, 64, 3, 33},
+        // Head dims of 4 and 8 vectors of some width (a head's query held in registers, ScoreRows) and of other counts.
+        Case{8, 2, 32, 16, 300}, Case{4, 1, 16, 16, 50}, Case{4, 2, 128, 16, 70},
         // Sliding windows starting mid-block and mid-tile, shorter and longer than the context; soft-capping (a cap
         // of 1 bends every score of these keys), alone and with a window.
         Case{14, 2, 64, 16, 300, 37}, Case{14, 2, 64, 16, 1000, 512}, Case{8, 4, 8, 16, 37, 5},
@@ -211,7 +213,10 @@ INSTANTIATE_TEST_SUITE_P(
     Types, PagedAttentionStoredTest,
     ::testing::Combine(::testing::Values(Case{14, 2, 64, 16, 17}, Case{14, 2, 64, 16, 300}, Case{8, 4, 8, 16, 37},
                                          Case{6, 3, 50, 5, 61, 16}, Case{21, 3, 72, 7, 45, 0, 2.0f},
-                                         Case{8, 1, 64, 3, 33}),
+                                         Case{8, 1, 64, 3, 33},
+                                         // Rows decoded into a tile of 8 vectors a row; rows wider than that tile
+                                         // (above 256 dims) read as stored.
+                                         Case{8, 2, 128, 16, 100}, Case{4, 1, 264, 8, 40}),
                        ::testing::Values(KvDtype::kBf16, KvDtype::kInt8)),
     [](const auto& info) {
       const Case& c = std::get<0>(info.param);

@@ -225,7 +225,7 @@ inline __m512i Bcast4(const int8_t* p) {
 // chunk's first super-block header (kQ4K; null otherwise).
 template <int T, int kSubs, bool kBias, bool kNib, ParamKind kPk>
 void Tile(const uint8_t* panel, const uint8_t* headers, int64_t stride, int64_t nbc, const QuantizedActs& a,
-          int64_t t0, int64_t b0, float* acc) {
+          int64_t t0, int64_t b0, float* acc, const uint8_t* pf, int64_t pf_lines) {
   constexpr int kCB = kNib ? kCodeBytes / 2 : kCodeBytes;
   const __m512i nib_mask = _mm512_set1_epi8(0x0F);
   __m512 f[T];
@@ -245,6 +245,9 @@ void Tile(const uint8_t* panel, const uint8_t* headers, int64_t stride, int64_t 
     const uint8_t* pb = panel + b * stride;
     const uint8_t* params = pb + kCB;
     const uint8_t* header = HeaderOf(headers, b);
+    // The next chunk's lines, a block's share at a time, so the loads stream while the products run.
+    for (int64_t i = pf_lines * b / nbc; i < pf_lines * (b + 1) / nbc; ++i)
+      _mm_prefetch(reinterpret_cast<const char*>(pf + i * 64), _MM_HINT_T0);
 #pragma GCC unroll 2
     for (int s = 0; s < kSubs; ++s) {
       // With one or two tokens the 8 vpdpbusd per block would form one dependent chain per token, bound by
@@ -296,18 +299,21 @@ void Tile(const uint8_t* panel, const uint8_t* headers, int64_t stride, int64_t 
 
 template <int kSubs, bool kBias, bool kNib, ParamKind kPk, int... Ts>
 void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, const uint8_t* headers,
-                 int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0, float* acc) {
-  using Fn = void (*)(const uint8_t*, const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t, float*);
+                 int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0, float* acc,
+                 const uint8_t* pf, int64_t pf_lines) {
+  using Fn = void (*)(const uint8_t*, const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t, float*,
+                      const uint8_t*, int64_t);
   static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kNib, kPk>...};
-  kTiles[tt - 1](panel, headers, stride, nbc, a, t0, b0, acc);
+  kTiles[tt - 1](panel, headers, stride, nbc, a, t0, b0, acc, pf, pf_lines);
 }
 
 // Tile for tt (1..kTokTile) tokens.
 template <int kSubs, bool kBias, bool kNib = false, ParamKind kPk = ParamKind::kF32>
 void RunTile(int tt, const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
-             int64_t b0, float* acc, const uint8_t* headers = nullptr) {
+             int64_t b0, float* acc, const uint8_t* headers = nullptr, const uint8_t* pf = nullptr,
+             int64_t pf_lines = 0) {
   RunTileImpl<kSubs, kBias, kNib, kPk>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, headers, stride, nbc, a,
-                                       t0, b0, acc);
+                                       t0, b0, acc, pf, pf_lines);
 }
 
 // QuantizeActs, 32 values per two zmm: the same operations per value as the scalar version (max of |x| is
@@ -583,15 +589,14 @@ void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end,
         const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
         const uint8_t* panel = group.blocks + b0 * pstride;
         const uint8_t* headers = kPk == ParamKind::kQ4K ? HeaderOf(group.headers, b0) : nullptr;
-        // The next chunk's bytes follow this one's: prefetch them spread over this chunk's token tiles.
+        // The next chunk's bytes follow this one's: prefetched a block's share at a time through the first token
+        // tile (the later tiles read this chunk from L1), not in one burst that fills the miss queue.
         const uint8_t* pf = panel + nbc * pstride;
         const int64_t pf_lines = std::max<int64_t>(0, std::min<int64_t>(kChunkBlocks * pstride, task_end - pf)) / 64;
         for (int64_t k = 0; k < n_tiles; ++k) {
-          for (int64_t i = pf_lines * k / n_tiles; i < pf_lines * (k + 1) / n_tiles; ++i)
-            _mm_prefetch(reinterpret_cast<const char*>(pf + i * 64), _MM_HINT_T0);
           const int64_t t0 = tb0 + k * kTokTile;
           RunTile<kSubs, kBias, kNib, kPk>(static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0)), panel, pstride,
-                                           nbc, a, t0, b0, acc + (t0 - tb0) * 16, headers);
+                                           nbc, a, t0, b0, acc + (t0 - tb0) * 16, headers, pf, k == 0 ? pf_lines : 0);
         }
       }
       Avx512StoreRows(args, acc, tb0, nt, r0, nrows, stream);

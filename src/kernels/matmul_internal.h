@@ -128,7 +128,7 @@ const IsaKernels* NeonKernels();  // ARM64: NEON + sdot, 4 rows per group, repac
 
 // The AVX-512 packed layout (RepackForKernels), which the AMX path reads too: bytes per packed block of 16 rows,
 // whether its codes are nibble-packed (256 code bytes instead of 512), and how its parameters are stored (a
-// cpu/packed_params-inl.h ParamKind).
+// cpu/packed_params-inl.h ParamKind, which also places a row group's super-block headers: PackedGroupAt).
 int64_t Avx512PackedStride(const MatrixView& w, QFormat fmt);
 bool Avx512PackedNibbles(const MatrixView& w, QFormat fmt);
 int Avx512PackedParamKind(const MatrixView& w, QFormat fmt);

@@ -116,8 +116,10 @@ Result<ModelConfig> PresetConfig(const std::string& preset, const Arch* arch) {
     c.vocab = 151936, c.context_length = 40960, c.rope_theta = 1e6f, c.rms_eps = 1e-6f;
     c.n_experts = 128, c.n_experts_used = 8, c.expert_ffn = 768;
   } else if (preset == "qwen3-moe-mini") {  // Qwen3-MoE scaled to benchmark on a small machine (~2B, ~0.5B active)
+    // Qwen3-30B-A3B with hidden, layers, experts and expert width halved, and its 32 query / 4 KV heads halved to
+    // 16 / 2 (the same GQA ratio, so attention weighs what it does in the model it stands for).
     own = Arch::kQwen3Moe;
-    c.hidden = 1024, c.n_layers = 24, c.n_heads = 16, c.n_kv_heads = 8, c.head_dim = 128, c.ffn = 3072;
+    c.hidden = 1024, c.n_layers = 24, c.n_heads = 16, c.n_kv_heads = 2, c.head_dim = 128, c.ffn = 3072;
     c.vocab = 151936, c.context_length = 40960, c.rope_theta = 1e6f, c.rms_eps = 1e-6f;
     c.n_experts = 64, c.n_experts_used = 8, c.expert_ffn = 384;
   } else if (preset == "nemotron-3-nano-30b-a3b") {  // nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16

@@ -90,13 +90,15 @@ void ConfigureTiles() {
 // tile multiply gives the block dot itself. 8-bit blocks are read in place (a converted copy costs more than it
 // saves), unsigned, and the f32 tail adds the int correction (-offset * sum qx) where the offset is not 0.
 struct GroupPanel {
-  const uint8_t* base = nullptr;  // the group's first block in the packed copy
-  int64_t stride = 0;             // bytes per packed block
+  const uint8_t* base = nullptr;     // the group's first block in the packed copy
+  const uint8_t* headers = nullptr;  // the group's super-block headers (Q4_K; null otherwise), packed_params-inl.h
+  int64_t stride = 0;                // bytes per packed block
   int code_bytes = kCodeBytes;    // 256 when nibble-packed
   int offset = 0;                 // the format's code offset in the packed bytes
   uint8_t* unpack = nullptr;      // 2 x 512 bytes: converted blocks are written here (alternating)
 
   const uint8_t* Params(int64_t b) const { return base + b * stride + code_bytes; }
+  const uint8_t* Header(int64_t b) const { return HeaderOf(headers, b); }
   // The codes of block b as tile bytes (see above). Nibble-packed: vector k holds register k in its low nibbles
   // and register k + 4 in its high ones.
   const uint8_t* Codes(int64_t b) const {
@@ -138,11 +140,12 @@ struct TileActs {
 // The f32 tail for block b of one product tile: c holds its block dots (row i = token i of the tile, lane = row
 // of the group), acc the 16 tokens' accumulators for the group's 16 rows.
 template <bool kBias, bool kCorr, ParamKind kPk>
-inline __attribute__((always_inline)) void Tail(const int32_t* c, const TileActs& ta, int64_t b,
-                                                const uint8_t* params, float* acc) {
-  const __m512 scale = LoadParams<kPk>(params, 0);
+inline __attribute__((always_inline)) void Tail(const int32_t* c, const TileActs& ta, int64_t b, const GroupPanel& g,
+                                                float* acc) {
+  const uint8_t* params = g.Params(b);
+  const __m512 scale = LoadParams<kPk>(params, 0, g.Header(b));
   __m512 bias;
-  if constexpr (kBias) bias = LoadParams<kPk>(params, 1);
+  if constexpr (kBias) bias = LoadParams<kPk>(params, 1, g.Header(b));
   const int32_t* corr = ta.corr + b * kTok;
   const float* d = ta.d + b * kTok;
   const float* ds = ta.ds + b * kTok;
@@ -194,10 +197,10 @@ void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2],
     _tile_stored(kC11, c + 768, 64);
     // The tile unit multiplies block b + 1 while the vector units finish block b.
     if (b + 1 < nb) issue(b + 1);
-    Tail<kBias, kCorr, kPk>(c, *t[0], b, g[0]->Params(b), acc);
-    if (has_g1) Tail<kBias, kCorr, kPk>(c + 256, *t[0], b, g[1]->Params(b), acc + 256);
-    if (has_t1) Tail<kBias, kCorr, kPk>(c + 512, *t[1], b, g[0]->Params(b), acc + 512);
-    if (has_t1 && has_g1) Tail<kBias, kCorr, kPk>(c + 768, *t[1], b, g[1]->Params(b), acc + 768);
+    Tail<kBias, kCorr, kPk>(c, *t[0], b, *g[0], acc);
+    if (has_g1) Tail<kBias, kCorr, kPk>(c + 256, *t[0], b, *g[1], acc + 256);
+    if (has_t1) Tail<kBias, kCorr, kPk>(c + 512, *t[1], b, *g[0], acc + 512);
+    if (has_t1 && has_g1) Tail<kBias, kCorr, kPk>(c + 768, *t[1], b, *g[1], acc + 768);
   }
 #undef Dp
   Avx512StoreRows(args, acc, t0[0], nt[0], r0[0], nrows[0], stream);
@@ -259,8 +262,11 @@ void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* s
       int nrows[2] = {static_cast<int>(std::min<int64_t>(kRows, row_end - g0)), 0};
       const bool has_g1 = r0[1] < row_end;
       if (has_g1) nrows[1] = static_cast<int>(std::min<int64_t>(kRows, row_end - r0[1]));
-      panels[0].base = w.packed + (r0[0] / kRows) * nb * panels[0].stride;
-      panels[1].base = has_g1 ? w.packed + (r0[1] / kRows) * nb * panels[1].stride : panels[0].base;
+      for (int j = 0; j < 2; ++j) {
+        const PackedGroup pg = PackedGroupAt(w.packed, r0[has_g1 ? j : 0] / kRows, nb, panels[j].stride, kPk);
+        panels[j].base = pg.blocks;
+        panels[j].headers = kPk == ParamKind::kQ4K ? pg.headers : nullptr;
+      }
       const GroupPanel* g[2] = {&panels[0], &panels[1]};
       for (int k = 0; k < n_tiles; k += 2) {
         const bool has_t1 = k + 1 < n_tiles;
@@ -289,8 +295,9 @@ void QuantRowsPacked(const QuantArgs& args, int64_t row_begin, int64_t row_end, 
   // <bias, signed codes, int correction, parameters>: the combinations the formats with one scale per block have.
   using Fn = void (*)(const QuantArgs&, int64_t, int64_t, uint8_t*);
   Fn fn = nullptr;
-  if (bias) {  // Q4_K (f32 parameters), MLX (f16, bf16 or f32): codes without offset
-    fn = pk == ParamKind::kF16    ? &RowsT<true, false, false, ParamKind::kF16>
+  if (bias) {  // Q4_K (its 6-bit fields and f16 super-block scales), MLX (f16, bf16 or f32): codes without offset
+    fn = pk == ParamKind::kQ4K    ? &RowsT<true, false, false, ParamKind::kQ4K>
+         : pk == ParamKind::kF16  ? &RowsT<true, false, false, ParamKind::kF16>
          : pk == ParamKind::kBF16 ? &RowsT<true, false, false, ParamKind::kBF16>
                                   : &RowsT<true, false, false, ParamKind::kF32>;
   } else if (offset && nibbles) {  // Q4_0

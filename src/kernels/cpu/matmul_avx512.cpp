@@ -23,6 +23,7 @@
 #include "kernels/matmul_internal.h"
 #include "tensor/fp16.h"
 #include "tensor/quant.h"
+#include "util/check.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
@@ -220,10 +221,11 @@ inline __m512i Bcast4(const int8_t* p) {
 // accumulators across chunks. kSubs: int sums per block (2 for Q6_K); kBias: Q4_K / MLX bias term.
 // kNib: the panel's codes are nibble-packed (repacked 4-bit formats): 4 vectors per block, vector k holding
 // register k in its low nibbles and register k + 4 in its high nibbles.
-// kPk: how the block's parameters are stored (packed_params-inl.h; panels built per call hold f32).
+// kPk: how the block's parameters are stored (packed_params-inl.h; panels built per call hold f32); `headers`: the
+// chunk's first super-block header (kQ4K; null otherwise).
 template <int T, int kSubs, bool kBias, bool kNib, ParamKind kPk>
-void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0,
-          float* acc) {
+void Tile(const uint8_t* panel, const uint8_t* headers, int64_t stride, int64_t nbc, const QuantizedActs& a,
+          int64_t t0, int64_t b0, float* acc, const uint8_t* pf, int64_t pf_lines) {
   constexpr int kCB = kNib ? kCodeBytes / 2 : kCodeBytes;
   const __m512i nib_mask = _mm512_set1_epi8(0x0F);
   __m512 f[T];
@@ -242,6 +244,10 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
   for (int64_t b = 0; b < nbc; ++b) {
     const uint8_t* pb = panel + b * stride;
     const uint8_t* params = pb + kCB;
+    const uint8_t* header = HeaderOf(headers, b);
+    // The next chunk's lines, a block's share at a time, so the loads stream while the products run.
+    for (int64_t i = pf_lines * b / nbc; i < pf_lines * (b + 1) / nbc; ++i)
+      _mm_prefetch(reinterpret_cast<const char*>(pf + i * 64), _MM_HINT_T0);
 #pragma GCC unroll 2
     for (int s = 0; s < kSubs; ++s) {
       // With one or two tokens the 8 vpdpbusd per block would form one dependent chain per token, bound by
@@ -276,13 +282,13 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) ia[t] = _mm512_add_epi32(ia[t], ib[t]);
       }
-      const __m512 scale = LoadParams<kPk>(params, s);
+      const __m512 scale = LoadParams<kPk>(params, s, header);
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t)
         f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), _mm512_mul_ps(scale, _mm512_set1_ps(dx[t][b])), f[t]);
     }
     if constexpr (kBias) {
-      const __m512 bias = LoadParams<kPk>(params, 1);
+      const __m512 bias = LoadParams<kPk>(params, 1, header);
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) f[t] = _mm512_fmadd_ps(bias, _mm512_set1_ps(ds[t][b]), f[t]);
     }
@@ -292,19 +298,22 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
 }
 
 template <int kSubs, bool kBias, bool kNib, ParamKind kPk, int... Ts>
-void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, int64_t stride, int64_t nbc,
-                 const QuantizedActs& a, int64_t t0, int64_t b0, float* acc) {
-  using Fn = void (*)(const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t, float*);
+void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, const uint8_t* headers,
+                 int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0, float* acc,
+                 const uint8_t* pf, int64_t pf_lines) {
+  using Fn = void (*)(const uint8_t*, const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t, float*,
+                      const uint8_t*, int64_t);
   static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kNib, kPk>...};
-  kTiles[tt - 1](panel, stride, nbc, a, t0, b0, acc);
+  kTiles[tt - 1](panel, headers, stride, nbc, a, t0, b0, acc, pf, pf_lines);
 }
 
 // Tile for tt (1..kTokTile) tokens.
 template <int kSubs, bool kBias, bool kNib = false, ParamKind kPk = ParamKind::kF32>
 void RunTile(int tt, const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
-             int64_t b0, float* acc) {
-  RunTileImpl<kSubs, kBias, kNib, kPk>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, stride, nbc, a, t0, b0,
-                                  acc);
+             int64_t b0, float* acc, const uint8_t* headers = nullptr, const uint8_t* pf = nullptr,
+             int64_t pf_lines = 0) {
+  RunTileImpl<kSubs, kBias, kNib, kPk>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, headers, stride, nbc, a,
+                                       t0, b0, acc, pf, pf_lines);
 }
 
 // QuantizeActs, 32 values per two zmm: the same operations per value as the scalar version (max of |x| is
@@ -458,8 +467,9 @@ void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_
 // groups and blocks in order, so a task streams one contiguous run of bytes. Formats whose codes fit in 4
 // bits (Q4_0, Q4_K, MLX 2-4 bit) keep them nibble-packed (256 code bytes per block instead of 512), so a
 // 4-bit model reads about two thirds of an 8-bit one's bytes; parameters that came from 16-bit values (Q8_0 and
-// Q4_0 scales, MLX f16/bf16 scales and biases) are stored as those (packed_params-inl.h). The codes and the
-// parameters' f32 values are exactly those BuildPanel makes, so results are bit-identical to the on-the-fly path.
+// Q4_0 scales, MLX f16/bf16 scales and biases) are stored as those, Q4_K's as its 6-bit fields and f16 super-block
+// scales (packed_params-inl.h; a row group's super-block headers precede its blocks). The codes and the parameters'
+// f32 values are exactly those BuildPanel makes, so results are bit-identical to the on-the-fly path.
 bool Nibbles(const MatrixView& w, QFormat fmt) {
   return fmt == QFormat::kQ4_0 || fmt == QFormat::kQ4_K || (fmt == QFormat::kMlx && w.mlx.bits <= 4);
 }
@@ -470,8 +480,10 @@ ParamKind PackedParams(const MatrixView& w, QFormat fmt) {
       return ParamKind::kF16;
     case QFormat::kMlx:
       return w.dtype == DType::kF16 ? ParamKind::kF16 : w.dtype == DType::kBF16 ? ParamKind::kBF16 : ParamKind::kF32;
+    case QFormat::kQ4_K:
+      return ParamKind::kQ4K;  // products d * sub-block scale: the kernel forms them from the stored fields
     default:
-      return ParamKind::kF32;  // K-quant scales are products (d * sub-block scale), not 16-bit values
+      return ParamKind::kF32;  // Q6_K: products d * sub-block scale, not 16-bit values
   }
 }
 int64_t PackedStride(const MatrixView& w, QFormat fmt) {
@@ -480,7 +492,33 @@ int64_t PackedStride(const MatrixView& w, QFormat fmt) {
 
 size_t PackedBytes(const MatrixView& w, QFormat fmt) {
   const int64_t groups = (w.rows + kRows - 1) / kRows, nb = w.cols / 32;
-  return static_cast<size_t>(groups * nb * PackedStride(w, fmt));
+  return static_cast<size_t>(groups * (GroupHeaderBytes(PackedParams(w, fmt), nb) + nb * PackedStride(w, fmt)));
+}
+
+// Q4_K's packed parameters for row group r0 (rows[i]: row r0 + i, a ragged group repeating its last row as BuildPanel
+// does): per super-block the header (16 f16 d, 16 f16 dmin), per block 16 sub-block scales then 16 mins as bytes
+// (ggml get_scale_min_k4), written at headers and at blocks + code_bytes + (b * pstride).
+void PackQ4KParams(const uint8_t* const* rows, int64_t nb, int64_t pstride, int code_bytes, uint8_t* headers,
+                   uint8_t* blocks) {
+  for (int64_t sb = 0; sb < nb / 8; ++sb) {
+    uint16_t* h = reinterpret_cast<uint16_t*>(headers + sb * kHeaderBytes);
+    for (int i = 0; i < kRows; ++i) {
+      const auto* blk = reinterpret_cast<const BlockQ4_K*>(rows[i]) + sb;
+      h[i] = blk->d;
+      h[kRows + i] = blk->dmin;
+      const uint8_t* q = blk->scales;
+      for (int j = 0; j < 8; ++j) {
+        uint8_t* p = blocks + (sb * 8 + j) * pstride + code_bytes;
+        if (j < 4) {
+          p[i] = q[j] & 63;
+          p[kRows + i] = q[j + 4] & 63;
+        } else {
+          p[i] = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+          p[kRows + i] = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+        }
+      }
+    }
+  }
 }
 
 template <typename U>
@@ -498,12 +536,15 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
     const int nrows = static_cast<int>(std::min<int64_t>(kRows, w.rows - r0));
     const uint8_t* rows[kRows];
     for (int i = 0; i < kRows; ++i) rows[i] = w.Row(r0 + std::min(i, nrows - 1));
+    uint8_t* headers = out + g * (GroupHeaderBytes(pk, nb) + nb * pstride);  // as PackedGroupAt reads them
+    uint8_t* blocks = headers + GroupHeaderBytes(pk, nb);
+    if (pk == ParamKind::kQ4K) PackQ4KParams(rows, nb, pstride, nib ? kCodeBytes / 2 : kCodeBytes, headers, blocks);
     for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
       const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
       BuildPanel<U>(w, fmt, rows, r0, nrows, b0, nbc, panel);
       for (int64_t b = 0; b < nbc; ++b) {
         const uint8_t* src = panel + b * stride;
-        uint8_t* dst = out + (g * nb + b0 + b) * pstride;
+        uint8_t* dst = blocks + (b0 + b) * pstride;
         int code_bytes = kCodeBytes;
         if (nib) {
           for (int k = 0; k < 4; ++k) {
@@ -515,6 +556,7 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
         } else {
           std::memcpy(dst, src, kCodeBytes);
         }
+        if (pk == ParamKind::kQ4K) continue;  // written by PackQ4KParams
         for (int v = 0; v < pv; ++v)
           StoreParams(pk, _mm512_load_ps(reinterpret_cast<const float*>(src + kCodeBytes) + 16 * v),
                       dst + code_bytes, v);
@@ -535,26 +577,26 @@ void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end,
   const int64_t nb = a.nb, n_tokens = a.n_tokens, pstride = PackedStride(w, args.fmt);
   float* acc = reinterpret_cast<float*>(scratch + PanelBytes());
   const bool stream = StreamOutput(args);
-  const uint8_t* task_end = w.packed + ((row_end + kRows - 1) / kRows) * nb * pstride;
+  const uint8_t* task_end = PackedGroupAt(w.packed, (row_end + kRows - 1) / kRows, nb, pstride, kPk).headers;
   for (int64_t tb0 = 0; tb0 < n_tokens; tb0 += kTokBlock) {
     const int64_t nt = std::min<int64_t>(kTokBlock, n_tokens - tb0);
     const int64_t n_tiles = (nt + kTokTile - 1) / kTokTile;
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
       const int nrows = static_cast<int>(std::min<int64_t>(kRows, row_end - r0));
-      const uint8_t* group = w.packed + (r0 / kRows) * nb * pstride;
+      const PackedGroup group = PackedGroupAt(w.packed, r0 / kRows, nb, pstride, kPk);
       std::memset(acc, 0, static_cast<size_t>(nt) * 64);
       for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
         const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
-        const uint8_t* panel = group + b0 * pstride;
-        // The next chunk's bytes follow this one's: prefetch them spread over this chunk's token tiles.
+        const uint8_t* panel = group.blocks + b0 * pstride;
+        const uint8_t* headers = kPk == ParamKind::kQ4K ? HeaderOf(group.headers, b0) : nullptr;
+        // The next chunk's bytes follow this one's: prefetched a block's share at a time through the first token
+        // tile (the later tiles read this chunk from L1), not in one burst that fills the miss queue.
         const uint8_t* pf = panel + nbc * pstride;
         const int64_t pf_lines = std::max<int64_t>(0, std::min<int64_t>(kChunkBlocks * pstride, task_end - pf)) / 64;
         for (int64_t k = 0; k < n_tiles; ++k) {
-          for (int64_t i = pf_lines * k / n_tiles; i < pf_lines * (k + 1) / n_tiles; ++i)
-            _mm_prefetch(reinterpret_cast<const char*>(pf + i * 64), _MM_HINT_T0);
           const int64_t t0 = tb0 + k * kTokTile;
           RunTile<kSubs, kBias, kNib, kPk>(static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0)), panel, pstride,
-                                      nbc, a, t0, b0, acc + (t0 - tb0) * 16);
+                                           nbc, a, t0, b0, acc + (t0 - tb0) * 16, headers, pf, k == 0 ? pf_lines : 0);
         }
       }
       Avx512StoreRows(args, acc, tb0, nt, r0, nrows, stream);
@@ -569,6 +611,12 @@ void QuantRowsPackedP(const QuantArgs& args, int64_t row_begin, int64_t row_end,
       return QuantRowsPackedT<kSubs, kBias, kNib, ParamKind::kF16>(args, row_begin, row_end, scratch);
     case ParamKind::kBF16:
       return QuantRowsPackedT<kSubs, kBias, kNib, ParamKind::kBF16>(args, row_begin, row_end, scratch);
+    case ParamKind::kQ4K:  // Q4_K only: one scale, a bias, nibble codes
+      if constexpr (kSubs == 1 && kBias && kNib) {
+        return QuantRowsPackedT<1, true, true, ParamKind::kQ4K>(args, row_begin, row_end, scratch);
+      } else {
+        PARALLM_CHECK(false);
+      }
     default:
       return QuantRowsPackedT<kSubs, kBias, kNib, ParamKind::kF32>(args, row_begin, row_end, scratch);
   }

@@ -1,6 +1,9 @@
 // How the AVX-512 packed layout (and the AMX path reading it) stores a block's f32 parameters (scale, bias):
 // 16 lanes of f32, or of the 16-bit value they were converted from (f16 or bf16, exact both ways), which cuts
 // a 4-bit block's bytes by a sixth and an 8-bit one's by a twentieth; decode streams every byte once per step.
+// Q4_K keeps its own encoding (kQ4K): the 6-bit sub-block scale and min of each row as bytes in the block, and each
+// super-block's f16 d and dmin once in a header per 8 blocks; the kernel forms d * scale and -(dmin * min) with the
+// same f32 operations BuildParams uses, so the values are the same bits, from 296 bytes a block instead of 384.
 //
 // With 16-bit parameters a block's bytes may not be a multiple of 64 (Q8_0: 512 + 32), so packed blocks are
 // not all 64-byte aligned: the kernels load them unaligned (the same bytes are streamed either way).
@@ -8,9 +11,30 @@
 // Included by matmul_avx512.cpp and matmul_amx.cpp inside their `#pragma GCC target` regions and anonymous
 // namespaces. Requires: <immintrin.h>.
 
-enum class ParamKind : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
+enum class ParamKind : int { kF32 = 0, kF16 = 1, kBF16 = 2, kQ4K = 3 };
 
-inline int ParamBytes(ParamKind k) { return k == ParamKind::kF32 ? 64 : 32; }  // per vector of 16 lanes
+// Per vector of 16 lanes, in the block (kQ4K: 16 bytes of 6-bit values).
+inline int ParamBytes(ParamKind k) { return k == ParamKind::kF32 ? 64 : k == ParamKind::kQ4K ? 16 : 32; }
+
+// Super-block headers (kQ4K only): per 8 blocks, 16 lanes of f16 d then 16 of f16 dmin. A row group's headers
+// come first, then its blocks: group g at packed + g * (header_bytes + nb * stride).
+constexpr int kHeaderBlocks = 8;
+constexpr int kHeaderBytes = 64;
+inline int64_t GroupHeaderBytes(ParamKind k, int64_t nb) { return k == ParamKind::kQ4K ? nb / kHeaderBlocks * kHeaderBytes : 0; }
+// The packed row group g: its super-block headers and its first block.
+struct PackedGroup {
+  const uint8_t* headers;
+  const uint8_t* blocks;
+};
+inline PackedGroup PackedGroupAt(const uint8_t* packed, int64_t g, int64_t nb, int64_t stride, ParamKind k) {
+  const int64_t header = GroupHeaderBytes(k, nb);
+  const uint8_t* base = packed + g * (header + nb * stride);
+  return PackedGroup{base, base + header};
+}
+// The header of block b (b counted from the group's first block; null headers for the other kinds).
+inline const uint8_t* HeaderOf(const uint8_t* headers, int64_t b) {
+  return headers == nullptr ? nullptr : headers + b / kHeaderBlocks * kHeaderBytes;
+}
 
 // Writes vector v (0: scale, 1: bias or second scale) of a block's parameters at p; LoadParams reads it back.
 // The 16-bit kinds are exact because each value came from one: f16 by conversion, bf16 as the f32's top half.
@@ -25,10 +49,17 @@ inline void StoreParams(ParamKind k, __m512 f, uint8_t* p, int v) {
   }
 }
 
-// Vector v (0: scale, 1: bias or second scale) of a block's parameters at p.
+// Vector v (0: scale, 1: bias or second scale) of a block's parameters at p; `header` is the block's super-block
+// header (HeaderOf; kQ4K only). kQ4K: scale = d * float(sc), bias = -(dmin * float(m)), as BuildParams computes them.
 template <ParamKind kKind>
-inline __attribute__((always_inline)) __m512 LoadParams(const uint8_t* p, int v) {
-  if constexpr (kKind == ParamKind::kF32) {
+inline __attribute__((always_inline)) __m512 LoadParams(const uint8_t* p, int v, const uint8_t* header = nullptr) {
+  if constexpr (kKind == ParamKind::kQ4K) {
+    const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(header + 32 * v)));
+    const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * v))));
+    const __m512 f = _mm512_mul_ps(dv, q);
+    if (v == 0) return f;
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(f), _mm512_set1_epi32(INT32_MIN)));
+  } else if constexpr (kKind == ParamKind::kF32) {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(p) + 16 * v);
   } else {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * v));

@@ -1,48 +1,18 @@
 // PagedKvStorage: keys and values per layer, slot-major, in the storage's element type.
 #include "cache/kv_storage.h"
 
-#include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <new>
-
-#include <sys/mman.h>
 
 #include "util/check.h"
 
 namespace parallm {
-namespace {
 
-// calloc, not std::vector(n): a large calloc maps zero pages that the OS fills in as blocks are first written,
-// where a vector writes every byte up front. With the default 2 GiB cache that was most of a small model's start-up
-// (seconds of page faults, tens under load), and RSS now shows the KV memory in use.
-// The bytes start on a cache line (a large calloc returns a page start plus a 16-byte header): rows of 64-byte
-// multiples then never straddle lines, where otherwise every vector load of the attention kernel is split in two.
-// The pointer calloc returned is kept just before the aligned start, for FreeDeleter.
-void* ZeroedBytes(size_t bytes) {
-  constexpr size_t kLine = 64;
-  void* raw = std::calloc(bytes + kLine + sizeof(void*), 1);
-  if (raw == nullptr) throw std::bad_alloc();
-  const uintptr_t start = (reinterpret_cast<uintptr_t>(raw) + sizeof(void*) + kLine - 1) / kLine * kLine;
-  void** aligned = reinterpret_cast<void**>(start);
-  aligned[-1] = raw;
-#ifdef MADV_HUGEPAGE
-  // Transparent huge pages where the system gives them on request (the common `madvise` setting): a sequence's
-  // blocks lie scattered over the cache, and attention reading them through 4 KiB pages misses the TLB block after
-  // block; 2 MiB pages also make the first writes 512 times fewer page faults. Advice only: ignored where unsupported.
-  // RSS then counts the cache in 2 MiB steps per buffer (never above --kv-cache-gb): 8 requests of 500 tokens on the
-  // 0.5B shape use 100 MB of blocks and showed ~440 MB of huge pages.
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  const uintptr_t lo = (start + kHuge - 1) / kHuge * kHuge, hi = (start + bytes) / kHuge * kHuge;
-  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
-#endif
-  return aligned;
-}
-
-}  // namespace
-
-void PagedKvStorage::FreeDeleter::operator()(void* p) const { std::free(static_cast<void**>(p)[-1]); }
-
+// Each buffer is ZeroedPages: zero pages the OS fills in as blocks are first written (a std::vector(n) wrote every
+// byte up front: with the default 2 GiB cache that was most of a small model's start-up, seconds of page faults),
+// so RSS shows the KV memory in use, in 2 MiB steps per buffer (huge pages; never above --kv-cache-gb: 8 requests
+// of 500 tokens on the 0.5B shape use 100 MB of blocks and showed ~440 MB). The rows start on a page, so rows of
+// 64-byte multiples never straddle cache lines (a large calloc returned a page start plus 16 bytes, and every vector
+// load of the attention kernel was split in two).
 PagedKvStorage::PagedKvStorage(const KvStorageShape& shape) : shape_(shape) {
   PARALLM_CHECK(shape.n_layers > 0 && shape.n_kv_heads > 0 && shape.head_dim > 0);
   PARALLM_CHECK(shape.block_size > 0 && shape.num_blocks > 0);
@@ -52,11 +22,11 @@ PagedKvStorage::PagedKvStorage(const KvStorageShape& shape) : shape_(shape) {
   const size_t scale_bytes = slots * static_cast<size_t>(shape.n_kv_heads) * KvScaleBytes(shape.dtype);
   layers_.resize(static_cast<size_t>(shape.n_layers));
   for (Layer& l : layers_) {
-    l.keys.reset(ZeroedBytes(slots * slot_bytes_));
-    l.values.reset(ZeroedBytes(slots * slot_bytes_));
+    l.keys = ZeroedPages(slots * slot_bytes_);
+    l.values = ZeroedPages(slots * slot_bytes_);
     if (scale_bytes > 0) {
-      l.key_scales.reset(ZeroedBytes(scale_bytes));
-      l.value_scales.reset(ZeroedBytes(scale_bytes));
+      l.key_scales = ZeroedPages(scale_bytes);
+      l.value_scales = ZeroedPages(scale_bytes);
     }
   }
 }
@@ -66,7 +36,7 @@ void PagedKvStorage::Write(int layer, int64_t slot, const float* keys, const flo
   const Layer& l = layers_[static_cast<size_t>(layer)];
   const int D = shape_.head_dim;
   const size_t head_bytes = static_cast<size_t>(D) * KvElementBytes(shape_.dtype);
-  const bool scaled = l.key_scales != nullptr;
+  const bool scaled = static_cast<bool>(l.key_scales);
   for (int h = 0; h < shape_.n_kv_heads; ++h) {
     if (keys != nullptr)
       EncodeKvRow(shape_.dtype, keys + h * D, D, Row(l.keys, slot) + h * head_bytes,

@@ -11,6 +11,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/kv_dtype.h"
+#include "util/zeroed_pages.h"
 
 namespace parallm {
 
@@ -46,10 +47,7 @@ class PagedKvStorage {
   PagedKvView View(int layer) const;
 
  private:
-  struct FreeDeleter {  // for ZeroedBytes' cache-line-aligned buffers
-    void operator()(void* p) const;
-  };
-  using Buffer = std::unique_ptr<void, FreeDeleter>;
+  using Buffer = ZeroedPages;
   struct Layer {
     Buffer keys, values;                // [num_slots, n_kv_heads, head_dim] of dtype
     Buffer key_scales, value_scales;    // int8: [num_slots, n_kv_heads] f32

@@ -9,11 +9,11 @@
 #include <memory>
 #include <vector>
 
-#include <sys/mman.h>
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_internal.h"
 #include "util/check.h"
+#include "util/zeroed_pages.h"
 
 namespace parallm {
 namespace {
@@ -234,22 +234,11 @@ std::shared_ptr<uint8_t[]> RepackForKernels(MatrixView* w, size_t* bytes) {
   size_t alloc = n + 64;
   uint8_t* p = nullptr;
   if (n >= kHuge / 2) {
-    alloc = (n + 4095) / 4096 * 4096;  // the last partial 2 MiB stays in small pages, untouched ones unmapped
-    // Mapped directly, never from malloc's heap: a heap holding the weights (malloc serves such sizes from it once
-    // its mmap threshold has risen) is cut by the huge-page advice into hundreds of mappings, and what is allocated
-    // and freed at request time around them is handed back to the kernel and faulted in again (the grammar mask's
-    // first visits took ~1.4x as long in a process with a model loaded).
-    void* raw = mmap(nullptr, alloc + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    PARALLM_CHECK(raw != MAP_FAILED);
-    const uintptr_t base = reinterpret_cast<uintptr_t>(raw);
-    const uintptr_t aligned = (base + kHuge - 1) & ~(kHuge - 1);
-    if (aligned > base) munmap(raw, aligned - base);
-    munmap(reinterpret_cast<void*>(aligned + alloc), base + kHuge - aligned);  // the tail past the aligned copy
-    p = reinterpret_cast<uint8_t*>(aligned);
-#if defined(__linux__)
-    madvise(p, alloc, MADV_HUGEPAGE);
-#endif
-    mem = std::shared_ptr<uint8_t[]>(p, [alloc](uint8_t* q) { munmap(q, alloc); });
+    // Mapped pages, 2 MiB-aligned and advised as huge pages (util/zeroed_pages.h says why not malloc's heap).
+    auto pages = std::make_shared<ZeroedPages>(n);
+    p = static_cast<uint8_t*>(pages->get());
+    alloc = pages->size();  // the last partial 2 MiB stays in small pages, untouched ones unmapped
+    mem = std::shared_ptr<uint8_t[]>(pages, p);
   } else {
     mem = std::shared_ptr<uint8_t[]>(new uint8_t[alloc]);
     p = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem.get()) + 63) & ~uintptr_t{63});

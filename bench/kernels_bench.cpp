@@ -208,8 +208,10 @@ void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int se
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  const double bytes = 2.0 * static_cast<double>(seqs * n_ctx * slot_floats) *
-                       static_cast<double>(KvElementBytes(dtype) + (dtype == KvDtype::kInt8 ? 4.0 / head_dim : 0.0));  // keys + values
+  // Keys + values, with int8's one f32 scale per row.
+  const double bytes_per_element =
+      static_cast<double>(KvElementBytes(dtype)) + (dtype == KvDtype::kInt8 ? 4.0 / head_dim : 0.0);
+  const double bytes = 2.0 * static_cast<double>(seqs * n_ctx * slot_floats) * bytes_per_element;
   state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   SetPagedAttentionLanes(0);
 }

@@ -5,10 +5,8 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <memory>
 #include <vector>
-
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_internal.h"

@@ -1,5 +1,5 @@
-// PagedKvStorage's buffers: zeroed, starting on a cache line for every size and type (the attention kernel's rows
-// then never straddle lines), and what Write stores is what View shows the kernel.
+// PagedKvStorage's buffers: zeroed, starting on (at least) a cache line for every size and type (the attention
+// kernel's rows then never straddle lines), and what Write stores is what View shows the kernel.
 #include <cstdint>
 #include <vector>
 
@@ -11,7 +11,7 @@ namespace parallm {
 namespace {
 
 TEST(PagedKvStorage, BuffersZeroedAndLineAligned) {
-  // Small (heap) and large (mapped: 2 layers x 8 MiB) buffers, each type.
+  // Small (page-aligned) and large (2 MiB-aligned, huge pages: 2 layers x 8 MiB) buffers, each type.
   for (int num_blocks : {3, 1024})
     for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16, KvDtype::kInt8}) {
       SCOPED_TRACE(::testing::Message() << num_blocks << " blocks, " << KvDtypeName(dtype));

@@ -615,7 +615,7 @@ void QuantRowsPackedP(const QuantArgs& args, int64_t row_begin, int64_t row_end,
       if constexpr (kSubs == 1 && kBias && kNib) {
         return QuantRowsPackedT<1, true, true, ParamKind::kQ4K>(args, row_begin, row_end, scratch);
       } else {
-        PARALLM_CHECK(false);
+        PARALLM_CHECK_MSG(false, "Q4_K parameters with another format's kernel");
       }
     default:
       return QuantRowsPackedT<kSubs, kBias, kNib, ParamKind::kF32>(args, row_begin, row_end, scratch);

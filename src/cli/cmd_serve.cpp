@@ -68,7 +68,9 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--block-size", m->engine.block_size, "Tokens per KV block")->capture_default_str();
   cmd->add_option("--max-num-seqs", m->engine.scheduler.max_num_seqs, "Requests running at once")
       ->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", m->engine.scheduler.max_num_batched_tokens, "Tokens per engine step")
+  cmd->add_option("--max-num-batched-tokens", m->engine.scheduler.max_num_batched_tokens,
+                 "Tokens per engine step: decodes first, prompt chunks fill the rest (smaller: shorter steps under "
+                 "load, so lower inter-token latency, but a slower first token)")
       ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", *no_prefix_caching,
                 "Do not share KV blocks between requests with a common prefix");

@@ -3,16 +3,19 @@
 workloads with the ratio per row: decode of 1, 32 and 64 sequences, prefill of one 512-token prompt, 32 HTTP
 streams, and (with --rows long) 32 sequences of 1,000-token prompts and decode at 2,000-token contexts.
 
-Usage: scripts/peer_compare.py PARALLM LLAMA_CPP_BIN_DIR [--model FILE.gguf] [--repeats 2] [--rows ...] [--json F]
+Usage: scripts/peer_compare.py PARALLM LLAMA_CPP_BIN_DIR [--model FILE.gguf | --preset P --quant Q] [--repeats 2]
+       [--rows ...] [--json F]
 
 LLAMA_CPP_BIN_DIR holds llama-batched-bench, llama-bench, llama-server and llama-quantize, built from llama.cpp's
-source outside this repository (e.g. `cmake -S llama.cpp -B build -DLLAMA_CURL=OFF -DGGML_NATIVE=ON &&
-cmake --build build --target llama-batched-bench llama-bench llama-server llama-quantize`); parallm neither
-vendors nor needs it. Without --model the file is the 0.5B benchmark shape (random weights, Qwen3's real
-vocabulary from the fixtures, so that both servers stream text: llama.cpp prints nothing for the padding tokens of
-parallm's built-in vocabulary) written in f32 by `parallm make-model` and quantized to Q8_0 by llama-quantize, so
-both engines read a file that parallm did not write. The two engines alternate row by row (A B, then B A), and each figure is the median of --repeats runs:
-the machine's speed drifts over an hour, so only the ratios of one run mean anything.
+source outside this repository (e.g. `cmake -S llama.cpp -B build -DLLAMA_CURL=OFF -DGGML_NATIVE=ON && cmake --build
+build --target llama-batched-bench llama-bench llama-server llama-quantize`); parallm neither vendors nor needs it.
+Without --model the file is the 0.5B benchmark shape (random weights, Qwen3's real vocabulary from the fixtures, so
+that both servers stream text: llama.cpp prints nothing for the padding tokens of parallm's built-in vocabulary)
+written in f32 by `parallm make-model` and quantized to Q8_0 by llama-quantize, so both engines read a file that
+parallm did not write; `--preset llama-3.2-1b` or `llama-3.2-3b` (Llama 3's vocabulary) and `--quant Q4_K_M` write
+the larger shapes and other types the same way. The two engines alternate row by row (A B, then B A), and each
+figure is the median of --repeats runs: the machine's speed drifts over an hour, so only the ratios of one run mean
+anything.
 """
 import argparse
 import json
@@ -135,15 +138,19 @@ def rows(client, scratch):
     ]
 
 
-def benchmark_file(parallm, llama_bin, tokenizer, scratch):
-    """The 0.5B shape in f32 from parallm, quantized to Q8_0 by llama.cpp's own tool."""
-    q8 = os.path.join(scratch, "qwen2.5-0.5b-qwen3-vocab-q8_0-by-llama-quantize.gguf")
-    if not os.path.exists(q8):
-        f32 = os.path.join(scratch, "qwen2.5-0.5b-f32.gguf")
-        run([parallm, "make-model", "--preset", "qwen2.5-0.5b", "--tokenizer", tokenizer, "--dtype", "f32", "-o", f32])
-        run([os.path.join(llama_bin, "llama-quantize"), f32, q8, "Q8_0"])
+# The vocabulary each preset's released model has (from the fixtures), so that both servers stream real text.
+PRESET_TOKENIZERS = {"qwen2.5-0.5b": "qwen3", "llama-3.2-1b": "llama3", "llama-3.2-3b": "llama3"}
+
+
+def benchmark_file(parallm, llama_bin, preset, tokenizer, quant, scratch):
+    """The preset's shape in f32 from parallm, quantized by llama.cpp's own tool (Q8_0, Q4_K_M, ...)."""
+    out = os.path.join(scratch, f"{preset}-{os.path.basename(tokenizer)}-vocab-{quant.lower()}-by-llama-quantize.gguf")
+    if not os.path.exists(out):
+        f32 = os.path.join(scratch, f"{preset}-f32.gguf")
+        run([parallm, "make-model", "--preset", preset, "--tokenizer", tokenizer, "--dtype", "f32", "-o", f32])
+        run([os.path.join(llama_bin, "llama-quantize"), f32, out, quant])
         os.remove(f32)
-    return q8
+    return out
 
 
 def main():
@@ -152,8 +159,11 @@ def main():
     ap.add_argument("llama_bin", help="folder with llama-batched-bench, llama-bench, llama-server, llama-quantize")
     ap.add_argument("--model", help="a GGUF file both engines read (default: the 0.5B shape in Q8_0, see above)")
     fixtures = os.environ.get("PARALLM_FIXTURES") or os.path.join(os.path.dirname(__file__), "..", "..", "shared")
-    ap.add_argument("--tokenizer", default=os.path.join(fixtures, "tokenizers", "qwen3"),
-                    help="the vocabulary of the default model (default: the fixtures' Qwen3 tokenizer)")
+    ap.add_argument("--preset", default="qwen2.5-0.5b", choices=sorted(PRESET_TOKENIZERS),
+                    help="without --model: the shape to write (default: the 0.5B benchmark shape)")
+    ap.add_argument("--quant", default="Q8_0", help="without --model: llama-quantize's type (default Q8_0; e.g. Q4_K_M)")
+    ap.add_argument("--tokenizer", help="without --model: the vocabulary (default: the fixtures' tokenizer of the "
+                    "preset's family: Qwen3's for the Qwen shape, Llama 3's for the Llama ones)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--rows", default="decode,aggregate,prefill,http", help="comma list; 'long' adds long contexts")
     ap.add_argument("--scratch", default=os.path.join(tempfile.gettempdir(), "parallm-peer"))
@@ -163,7 +173,8 @@ def main():
         if not os.access(os.path.join(a.llama_bin, tool), os.X_OK):
             sys.exit(f"error: {tool} is not in {a.llama_bin}: build it from llama.cpp's source (see --help)")
     os.makedirs(a.scratch, exist_ok=True)
-    model = a.model or benchmark_file(a.parallm, a.llama_bin, a.tokenizer, a.scratch)
+    tokenizer = a.tokenizer or os.path.join(fixtures, "tokenizers", PRESET_TOKENIZERS[a.preset])
+    model = a.model or benchmark_file(a.parallm, a.llama_bin, a.preset, tokenizer, a.quant, a.scratch)
     engines = [("llama.cpp", Llama(a.llama_bin, model)), ("parallm", Parallm(a.parallm, model, a.scratch))]
     wanted = set(a.rows.split(","))
     results = []

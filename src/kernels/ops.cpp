@@ -10,12 +10,21 @@
 
 namespace parallm {
 
-void RmsNorm(const float* x, const float* w, float eps, int64_t n_rows, int64_t dim, float* y) {
+// The sum of squares in double (dim up to ~8k: the norm stays exact to f32 rounding), in 8 lanes merged in a fixed
+// order so that it vectorizes: one serial chain of double additions made a 512-token prefill wait ~3% of its time.
+PARALLM_CLONES void RmsNorm(const float* x, const float* w, float eps, int64_t n_rows, int64_t dim, float* y) {
+  constexpr int kLanes = 8;
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = y + r * dim;
-    double ss = 0;  // double: dim up to ~8k, keeps the norm exact to f32 rounding
-    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    double acc[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= dim; i += kLanes)
+      for (int l = 0; l < kLanes; ++l) acc[l] += static_cast<double>(xr[i + l]) * xr[i + l];
+    for (int width = kLanes / 2; width > 0; width /= 2)
+      for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+    double ss = acc[0];
+    for (; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
     float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
     for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * w[i];
   }
@@ -29,22 +38,27 @@ void RopeInvFreqs(int rotary_dim, float theta, const float* freq_factors, float*
   }
 }
 
-void ApplyRope(float* x, int n_heads, int head_dim, int rotary_dim, int64_t position, const float* inv_freq,
-               RopeStyle style) {
-  int half = rotary_dim / 2;
-  for (int i = 0; i < half; ++i) {
-    // Angles in double: positions reach 1e5+ and f32 angle error would grow with them.
-    double angle = static_cast<double>(position) * inv_freq[i];
-    float c = static_cast<float>(std::cos(angle));
-    float s = static_cast<float>(std::sin(angle));
+void ApplyRope(float* q, int n_q_heads, float* k, int n_k_heads, int head_dim, int rotary_dim, int64_t position,
+               const float* inv_freq, RopeStyle style) {
+  const int half = rotary_dim / 2;
+  auto rotate = [&](float* x, int n_heads, int a, int b, float c, float s) {
     for (int h = 0; h < n_heads; ++h) {
       float* head = x + static_cast<int64_t>(h) * head_dim;
-      int a = style == RopeStyle::kInterleaved ? 2 * i : i;
-      int b = style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
-      float x0 = head[a], x1 = head[b];
+      const float x0 = head[a], x1 = head[b];
       head[a] = x0 * c - x1 * s;
       head[b] = x0 * s + x1 * c;
     }
+  };
+  for (int i = 0; i < half; ++i) {
+    // Angles in double: positions reach 1e5+ and f32 angle error would grow with them. Once for q and k: the sin
+    // and cos were ~1% of a prefill when each computed its own.
+    const double angle = static_cast<double>(position) * inv_freq[i];
+    const float c = static_cast<float>(std::cos(angle));
+    const float s = static_cast<float>(std::sin(angle));
+    const int a = style == RopeStyle::kInterleaved ? 2 * i : i;
+    const int b = style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
+    rotate(q, n_q_heads, a, b, c, s);
+    if (k != nullptr) rotate(k, n_k_heads, a, b, c, s);
   }
 }
 

@@ -18,9 +18,10 @@ enum class RopeStyle { kInterleaved, kHalf };
 // Llama-3 scaling is expressed as such divisors, as in GGUF rope_freqs.weight).
 void RopeInvFreqs(int rotary_dim, float theta, const float* freq_factors, float* inv_freq /* rotary_dim/2 */);
 
-// Rotates each of `n_heads` heads (head_dim apart) of one token at `position`, in place.
-void ApplyRope(float* x, int n_heads, int head_dim, int rotary_dim, int64_t position, const float* inv_freq,
-               RopeStyle style);
+// Rotates each of the `n_q_heads` query heads and `n_k_heads` key heads (head_dim apart; k may be null) of one
+// token at `position`, in place.
+void ApplyRope(float* q, int n_q_heads, float* k, int n_k_heads, int head_dim, int rotary_dim, int64_t position,
+               const float* inv_freq, RopeStyle style);
 
 // out[i] = silu(gate[i]) * up[i]; out may alias gate or up. Vectorized with a polynomial exp (kernels/fast_exp.h).
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);

@@ -232,13 +232,12 @@ class Model::Ops final : public LayerOps {
     } else {
       RouteTokens(m_.router_logits_.data(), T_, static_cast<int>(E), static_cast<int>(k), c_.norm_topk_prob, &r);
     }
-    Resize(m_.moe_x_, A * H);
     Resize(m_.moe_y_, A * H);
     Resize(m_.moe_gate_, A * F);
     Resize(m_.moe_up_, A * F);
-    float *x = m_.moe_x_.data(), *y = m_.moe_y_.data(), *g = m_.moe_gate_.data(), *u = m_.moe_up_.data();
-    // The gather into expert order and the weighted combine back move A rows of H floats each (2 MB a layer at 64
-    // sequences): over the pool in contiguous ranges when the batch is large (each row's operations are the same).
+    float *y = m_.moe_y_.data(), *g = m_.moe_gate_.data(), *u = m_.moe_up_.data();
+    // The weighted combine back moves A rows of H floats (2 MB a layer at 64 sequences): over the pool in contiguous
+    // ranges when the batch is large (each row's operations are the same).
     const int64_t parts = pool_ != nullptr && T_ >= 8 ? std::min<int64_t>(pool_->num_threads() * 2, T_) : 1;
     auto split = [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
       if (parts == 1) return fn(0, n);
@@ -247,11 +246,9 @@ class Model::Ops final : public LayerOps {
         fn(b, e);
       });
     };
-    split(A, [&](int64_t a0, int64_t a1) {
-      for (int64_t a = a0; a < a1; ++a) std::copy_n(in + r.token[static_cast<size_t>(a)] * H, H, x + a * H);
-    });
     // All active experts in two parallel loops over (expert, row block) work items: gate and up of every expert
-    // (one quantization of the grouped rows), the activation, then every expert's down. With one or two tokens an
+    // over the tokens gathered in expert order (each token quantized once, not once per expert it went to), the
+    // activation, then every expert's down. With one or two tokens an
     // expert (decode) each product is small, so only the whole layer's work cut in blocks keeps the threads busy.
     // Each output is what a MatMul of the expert over its group gives, bit for bit, however the work is cut.
     std::vector<MatMulGroupOut>& products = m_.expert_products_;
@@ -263,7 +260,7 @@ class Model::Ops final : public LayerOps {
       if (gated) products.push_back({&moe.gate[static_cast<size_t>(e)], first, n, g + first * F, F});
       products.push_back({&moe.up[static_cast<size_t>(e)], first, n, u + first * F, F});
     }
-    MatMulGrouped(products, x, A, pool_);
+    MatMulGroupedGather(products, in, T_, r.token.data(), A, pool_);
     // Gated experts: act(gate) * up into g. Nemotron-H's are ungated: relu(up)^2, into g as well.
     if (gated) {
       Activate(g, u, A * F, pool_);

@@ -287,19 +287,22 @@ class Model::Ops final : public LayerOps {
       }
       GatedMlp(moe.shared_gate, moe.shared_up, moe.shared_down, in, T_, m_.gate_.data(), m_.up_.data(), sh, pool_);
     }
+    // The combine: per token its experts' rows in rank order, then the shared expert's (WeightedRowSum's order).
+    constexpr int64_t kMaxTerms = 64;
+    PARALLM_CHECK(k + 1 <= kMaxTerms);
     split(T_, [&](int64_t t0, int64_t t1) {
+      const float* rows[kMaxTerms];
+      float weights[kMaxTerms];
       for (int64_t t = t0; t < t1; ++t) {
-        float* o = out + t * H;
-        std::fill_n(o, H, 0.0f);
         for (int64_t j = 0; j < k; ++j) {
-          const float w = r.weight[static_cast<size_t>(t * k + j)];
-          const float* ye = y + static_cast<int64_t>(r.position[static_cast<size_t>(t * k + j)]) * H;
-          for (int64_t i = 0; i < H; ++i) o[i] += w * ye[i];
+          weights[j] = r.weight[static_cast<size_t>(t * k + j)];
+          rows[j] = y + static_cast<int64_t>(r.position[static_cast<size_t>(t * k + j)]) * H;
         }
         if (shared) {
-          const float s = m_.shared_scale_[static_cast<size_t>(t)];
-          for (int64_t i = 0; i < H; ++i) o[i] += s * sh[t * H + i];
+          weights[k] = m_.shared_scale_[static_cast<size_t>(t)];
+          rows[k] = sh + t * H;
         }
+        WeightedRowSum(rows, weights, static_cast<int>(shared ? k + 1 : k), H, out + t * H);
       }
     });
   }

@@ -13,7 +13,8 @@
 //
 //   build-kern/bench/kernels_bench --benchmark_filter='PagedAttention/.*' --benchmark_repetitions=5
 //
-// ExpertsGrouped/q4_k/per_expert:<n>/threads:<t>: a mixture-of-experts layer's gate and up (BM_ExpertsGrouped).
+// ExpertsGrouped/<q4_k|mlx4g64>[/down]/per_expert:<n>/threads:<t>: a mixture-of-experts layer's gate and up, or its
+// down (BM_ExpertsGrouped).
 //
 // PagedAttention/<isa>[/bf16|/int8]/ctx:<n_ctx>/seqs:<n>: one decode token per sequence, 14 query / 2 KV heads,
 // head_dim 64, blocks of 16 positions; keys and values in f32, or stored as bf16 or int8 (--kv-cache-dtype).
@@ -216,16 +217,21 @@ void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int se
   SetPagedAttentionLanes(0);
 }
 
-// A mixture-of-experts layer's gate and up products as a decode step runs them (MatMulGrouped): `experts` experts of
-// qwen3-moe-mini's shape (384 x 1024, Q4_K, repacked as at load), each over its group of `per_expert` tokens, over
-// 4 layers' experts in turn so the weights stream from memory as in a model (4 layers: ~150 MB packed).
+// A mixture-of-experts layer's products as a decode step runs them (MatMulGrouped): `experts` experts of
+// qwen3-moe-mini's shape (gate and up 384 x 1024, down 1024 x 384; Q4_K with Q4_0 down as make-model writes it, or
+// MLX 4-bit in groups of 64 with f16 scales and biases; repacked as at load), each over its group of `per_expert`
+// tokens, over 4 layers' experts in turn so the weights stream from memory as in a model (4 layers: ~170 MB packed).
 // Counters: GOP/s and GB/s of packed weight bytes; per CPU second of the calling thread with one thread. 64
 // sequences top-8 of 64 experts give ~8 tokens an expert; the dense shape's 64 tokens are MatMul/q4_k/.../tokens:64.
-void BM_ExpertsGrouped(benchmark::State& state, int64_t per_expert, int threads) {
+// `down`: the down products (the activations of width 384) instead of gate and up.
+void BM_ExpertsGrouped(benchmark::State& state, WType type, bool down, int64_t per_expert, int threads) {
   constexpr int kExperts = 64, kLayers = 4;
-  const Shape s{"expert", 384, 1024};
-  auto w = MakeWeights(WType{"q4_k", DType::kQ4_K}, s);
-  std::vector<MatrixView> views(static_cast<size_t>(kExperts * kLayers * 2), w->view);
+  const Shape s = down ? Shape{"expert_down", 1024, 384} : Shape{"expert", 384, 1024};
+  WType t = type;
+  if (down && t.dtype == DType::kQ4_K) t = WType{"q4_0", DType::kQ4_0};  // K-quants need rows of 256 multiples
+  auto w = MakeWeights(t, s);
+  const int per_layer = down ? 1 : 2;
+  std::vector<MatrixView> views(static_cast<size_t>(kExperts * kLayers * per_layer), w->view);
   std::vector<std::shared_ptr<uint8_t[]>> owners;
   size_t packed_bytes = 0;
   for (MatrixView& v : views) {  // every matrix its own packed copy (same values): distinct memory to stream
@@ -245,30 +251,34 @@ void BM_ExpertsGrouped(benchmark::State& state, int64_t per_expert, int threads)
       products.clear();
       for (int e = 0; e < kExperts; ++e) {
         const int64_t first = e * per_expert;
-        const size_t i = static_cast<size_t>((l * kExperts + e) * 2);
+        const size_t i = static_cast<size_t>((l * kExperts + e) * per_layer);
         products.push_back({&views[i], first, per_expert, g.data() + first * s.rows, s.rows});
-        products.push_back({&views[i + 1], first, per_expert, u.data() + first * s.rows, s.rows});
+        if (!down) products.push_back({&views[i + 1], first, per_expert, u.data() + first * s.rows, s.rows});
       }
       MatMulGrouped(products, x.data(), rows, pool);
     }
     benchmark::DoNotOptimize(g.data());
     benchmark::ClobberMemory();
   }
-  const double ops = 2.0 * 2 * kLayers * static_cast<double>(s.rows * s.cols) * static_cast<double>(rows);
+  const double ops = 2.0 * per_layer * kLayers * static_cast<double>(s.rows * s.cols) * static_cast<double>(rows);
   state.counters["GOP/s"] = benchmark::Counter(ops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GB/s"] =
       benchmark::Counter(static_cast<double>(packed_bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void RegisterExperts() {
-  for (int64_t n : {1, 2, 4, 8, 12, 16, 64}) {
-    for (int threads : {1, 2}) {
-      const std::string name =
-          "ExpertsGrouped/q4_k/per_expert:" + std::to_string(n) + "/threads:" + std::to_string(threads);
-      auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_ExpertsGrouped, n, threads)->Unit(benchmark::kMillisecond);
-      if (threads > 1) b->UseRealTime();
-    }
-  }
+  const WType types[] = {{"q4_k", DType::kQ4_K}, {"mlx4g64", DType::kF16, true, {4, 64}}};
+  for (const WType& t : types)
+    for (bool down : {false, true})
+      for (int64_t n : {1, 2, 4, 8, 12, 16, 64}) {
+        for (int threads : {1, 2}) {
+          const std::string name = "ExpertsGrouped/" + t.name + (down ? "/down" : "") + "/per_expert:" +
+                                   std::to_string(n) + "/threads:" + std::to_string(threads);
+          auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_ExpertsGrouped, t, down, n, threads)
+                        ->Unit(benchmark::kMillisecond);
+          if (threads > 1) b->UseRealTime();
+        }
+      }
 }
 
 void RegisterAttention() {

@@ -5,6 +5,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -75,13 +76,35 @@ void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_toke
 }
 
 void MatMulGrouped(std::span<const MatMulGroupOut> outs, const float* x, int64_t x_rows, ThreadPool* pool) {
-  if (outs.empty() || x_rows <= 0) return;
+  MatMulGroupedGather(outs, x, x_rows, nullptr, x_rows, pool);
+}
+
+void MatMulGroupedGather(std::span<const MatMulGroupOut> outs, const float* x, int64_t x_rows, const int32_t* gather,
+                         int64_t n_rows, ThreadPool* pool) {
+  if (outs.empty() || n_rows <= 0) return;
   const int64_t cols = outs[0].w->cols;
   for (const MatMulGroupOut& o : outs)
     PARALLM_CHECK(o.y_stride >= o.w->rows && o.w->cols == cols && o.x_begin >= 0 && o.n_tokens >= 0 &&
-                  o.x_begin + o.n_tokens <= x_rows);
+                  o.x_begin + o.n_tokens <= n_rows);
   const IsaPath isa = ActiveIsa();
   const mm::IsaKernels* k = KernelsFor(isa);
+  if (gather != nullptr) {
+    for (int64_t i = 0; i < n_rows; ++i) PARALLM_CHECK(gather[i] >= 0 && gather[i] < x_rows);
+    // Paths that read f32 rows (the scalar twin, float weights): the gathered rows copied out, as the caller would.
+    bool f32_rows = k == nullptr;
+    for (const MatMulGroupOut& o : outs) {
+      mm::QFormat fmt;
+      f32_rows = f32_rows || (o.n_tokens > 0 && !mm::QuantFormatOf(*o.w, &fmt));
+    }
+    if (f32_rows) {
+      thread_local std::vector<float> t_rows;
+      std::vector<float>& rows = t_rows;
+      rows.resize(static_cast<size_t>(n_rows * cols));
+      for (int64_t i = 0; i < n_rows; ++i) std::copy_n(x + gather[i] * cols, cols, rows.data() + i * cols);
+      MatMulGroupedGather(outs, rows.data(), n_rows, nullptr, n_rows, pool);
+      return;
+    }
+  }
   if (k == nullptr) {
     for (const MatMulGroupOut& o : outs)
       if (o.n_tokens > 0) ref::MatMul(*o.w, x + o.x_begin * cols, o.n_tokens, o.y, o.y_stride, pool);
@@ -140,23 +163,45 @@ void MatMulGrouped(std::span<const MatMulGroupOut> outs, const float* x, int64_t
     act_of[i] = a;
   }
 
-  // Every row of x quantized once per activation format; a product reads its rows' slice.
-  mm::QuantizedActs acts[kMaxActs];
+  // Every row of x quantized once per activation format; a product reads its rows' slice. Gathered: x's rows
+  // quantized once each (src), then copied in the gathered order (a row's quantized values do not depend on where
+  // it is copied, so the products see the same values as over gathered f32 rows).
+  mm::QuantizedActs acts[kMaxActs], src[kMaxActs];
   if (n_acts > 0) {
-    size_t act_bytes[kMaxActs], total = 0;
-    for (int a = 0; a < n_acts; ++a) total += act_bytes[a] = mm::ActsBytes(x_rows, cols, act_subs[a]);
+    size_t act_bytes[kMaxActs], src_bytes[kMaxActs], total = 0;
+    for (int a = 0; a < n_acts; ++a) {
+      total += act_bytes[a] = mm::ActsBytes(n_rows, cols, act_subs[a]);
+      total += src_bytes[a] = gather != nullptr ? mm::ActsBytes(x_rows, cols, act_subs[a]) : 0;
+    }
     uint8_t* buf = t_acts.Get(total);
     for (int a = 0; a < n_acts; ++a) {
-      acts[a] = mm::CarveActs(buf, x_rows, cols, act_subs[a]);
+      acts[a] = mm::CarveActs(buf, n_rows, cols, act_subs[a]);
       buf += act_bytes[a];
+      src[a] = gather != nullptr ? mm::CarveActs(buf, x_rows, cols, act_subs[a]) : acts[a];
+      buf += src_bytes[a];
     }
     // Quantizing is ~1% of the multiply's work; split it over the pool only when there are many tokens.
     const int64_t qtasks = x_rows >= 16 ? std::min<int64_t>(x_rows / 8, threads * 2) : 1;
     parallel(qtasks * n_acts, [&](int64_t task, int) {
       const int a = static_cast<int>(task / qtasks);
       auto [t0, t1] = SplitRange(x_rows, qtasks, task % qtasks);
-      k->quantize_acts(x, t0, t1, act_offset[a], &acts[a]);
+      k->quantize_acts(x, t0, t1, act_offset[a], &src[a]);
     });
+    if (gather != nullptr) {
+      const int64_t ctasks = n_rows >= 64 ? std::min<int64_t>(n_rows / 32, threads * 2) : 1;
+      parallel(ctasks * n_acts, [&](int64_t task, int) {
+        const mm::QuantizedActs &from = src[task / ctasks], &to = acts[task / ctasks];
+        const int64_t nb = to.nb, subs = to.subs;
+        auto [i0, i1] = SplitRange(n_rows, ctasks, task % ctasks);
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t g = gather[i];
+          std::memcpy(to.q + i * cols, from.q + g * cols, static_cast<size_t>(cols));
+          std::memcpy(to.d + i * nb, from.d + g * nb, static_cast<size_t>(nb) * sizeof(float));
+          std::memcpy(to.ds + i * nb, from.ds + g * nb, static_cast<size_t>(nb) * sizeof(float));
+          std::memcpy(to.corr + i * nb * subs, from.corr + g * nb * subs, static_cast<size_t>(nb * subs) * sizeof(int32_t));
+        }
+      });
+    }
   }
   slices.resize(n_outs);
   qargs.resize(n_outs);

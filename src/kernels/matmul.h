@@ -49,6 +49,12 @@ struct MatMulGroupOut {
 // blocks of all the products run in one parallel loop, so both threads stay busy when each expert has one token.
 // Every output is bit-identical to a MatMul call on its own rows. All w share cols.
 void MatMulGrouped(std::span<const MatMulGroupOut> outs, const float* x, int64_t x_rows, ThreadPool* pool);
+// MatMulGrouped over gathered rows: input row i of the products is row gather[i] of x ([x_rows, cols]), i < n_rows
+// (a mixture-of-experts layer's gate and up: each assignment's token). Each row of x is quantized once, however many
+// times it is gathered (8 times for top-8 routing), and no f32 copy is made; every output is bit-identical to
+// MatMulGrouped over the gathered f32 rows. gather null: MatMulGrouped (n_rows = x_rows).
+void MatMulGroupedGather(std::span<const MatMulGroupOut> outs, const float* x, int64_t x_rows, const int32_t* gather,
+                         int64_t n_rows, ThreadPool* pool);
 
 // Repacks w once, at load, into the layout of the path MatMul uses on this CPU (BestSupportedIsa), so MatMul
 // no longer rebuilds its panels on every call; sets w->packed / w->packed_isa and returns the owner of the

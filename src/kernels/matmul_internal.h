@@ -132,6 +132,9 @@ const IsaKernels* NeonKernels();  // ARM64: NEON + sdot, 4 rows per group, repac
 int64_t Avx512PackedStride(const MatrixView& w, QFormat fmt);
 bool Avx512PackedNibbles(const MatrixView& w, QFormat fmt);
 int Avx512PackedParamKind(const MatrixView& w, QFormat fmt);
+// Its headers (Q4_K super-blocks, MLX groups): one per 2^shift blocks, and their bytes per row group.
+int Avx512PackedHeaderShift(const MatrixView& w, QFormat fmt);
+int64_t Avx512PackedHeaderBytes(const MatrixView& w, QFormat fmt);
 // Writes finished accumulators (acc[t * 16 + lane], lane = row r0 + lane) of rows [r0, r0 + nrows) for tokens
 // [t0, t0 + nt) into args.y, streaming full aligned lines when `stream` (StreamOutput).
 void Avx512StoreRows(const QuantArgs& args, const float* acc, int64_t t0, int64_t nt, int64_t r0, int nrows,

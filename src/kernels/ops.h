@@ -36,11 +36,18 @@ void SoftCap(float* x, int64_t n, float cap);
 // In-place softmax of n values.
 void Softmax(float* x, int64_t n);
 
+// out[i] = ((0 + w[0] * rows[0][i]) + w[1] * rows[1][i]) + ... over n_rows rows, a product then a sum per term in
+// that order (a mixture-of-experts token's combine: its experts' outputs in rank order, then the shared expert).
+// Vectorized 16 values at a time, the same operations per value as the scalar twin.
+void WeightedRowSum(const float* const* rows, const float* w, int n_rows, int64_t n, float* out);
+
 namespace ref {
 // SiluMul with std::exp, one value at a time.
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 // GeluTanhMul in double with std::exp.
 void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
+// WeightedRowSum one value at a time.
+void WeightedRowSum(const float* const* rows, const float* w, int n_rows, int64_t n, float* out);
 }  // namespace ref
 
 }  // namespace parallm

@@ -233,13 +233,12 @@ class Model::Ops final : public LayerOps {
     } else {
       RouteTokens(m_.router_logits_.data(), T_, static_cast<int>(E), static_cast<int>(k), c_.norm_topk_prob, &r);
     }
-    Resize(m_.moe_x_, A * H);
     Resize(m_.moe_y_, A * H);
     Resize(m_.moe_gate_, A * F);
     Resize(m_.moe_up_, A * F);
-    float *x = m_.moe_x_.data(), *y = m_.moe_y_.data(), *g = m_.moe_gate_.data(), *u = m_.moe_up_.data();
-    // The gather into expert order and the weighted combine back move A rows of H floats each (2 MB a layer at 64
-    // sequences): over the pool in contiguous ranges when the batch is large (each row's operations are the same).
+    float *y = m_.moe_y_.data(), *g = m_.moe_gate_.data(), *u = m_.moe_up_.data();
+    // The weighted combine back moves A rows of H floats (2 MB a layer at 64 sequences): over the pool in contiguous
+    // ranges when the batch is large (each row's operations are the same).
     const int64_t parts = pool_ != nullptr && T_ >= 8 ? std::min<int64_t>(pool_->num_threads() * 2, T_) : 1;
     auto split = [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
       if (parts == 1) return fn(0, n);
@@ -248,11 +247,9 @@ class Model::Ops final : public LayerOps {
         fn(b, e);
       });
     };
-    split(A, [&](int64_t a0, int64_t a1) {
-      for (int64_t a = a0; a < a1; ++a) std::copy_n(in + r.token[static_cast<size_t>(a)] * H, H, x + a * H);
-    });
     // All active experts in two parallel loops over (expert, row block) work items: gate and up of every expert
-    // (one quantization of the grouped rows), the activation, then every expert's down. With one or two tokens an
+    // over the tokens gathered in expert order (each token quantized once, not once per expert it went to), the
+    // activation, then every expert's down. With one or two tokens an
     // expert (decode) each product is small, so only the whole layer's work cut in blocks keeps the threads busy.
     // Each output is what a MatMul of the expert over its group gives, bit for bit, however the work is cut.
     std::vector<MatMulGroupOut>& products = m_.expert_products_;
@@ -264,7 +261,7 @@ class Model::Ops final : public LayerOps {
       if (gated) products.push_back({&moe.gate[static_cast<size_t>(e)], first, n, g + first * F, F});
       products.push_back({&moe.up[static_cast<size_t>(e)], first, n, u + first * F, F});
     }
-    MatMulGrouped(products, x, A, pool_);
+    MatMulGroupedGather(products, in, T_, r.token.data(), A, pool_);
     // Gated experts: act(gate) * up into g. Nemotron-H's are ungated: relu(up)^2, into g as well.
     if (gated) {
       Activate(g, u, A * F, pool_);
@@ -291,19 +288,22 @@ class Model::Ops final : public LayerOps {
       }
       GatedMlp(moe.shared_gate, moe.shared_up, moe.shared_down, in, T_, m_.gate_.data(), m_.up_.data(), sh, pool_);
     }
+    // The combine: per token its experts' rows in rank order, then the shared expert's (WeightedRowSum's order).
+    constexpr int64_t kMaxTerms = 64;
+    PARALLM_CHECK(k + 1 <= kMaxTerms);
     split(T_, [&](int64_t t0, int64_t t1) {
+      const float* rows[kMaxTerms];
+      float weights[kMaxTerms];
       for (int64_t t = t0; t < t1; ++t) {
-        float* o = out + t * H;
-        std::fill_n(o, H, 0.0f);
         for (int64_t j = 0; j < k; ++j) {
-          const float w = r.weight[static_cast<size_t>(t * k + j)];
-          const float* ye = y + static_cast<int64_t>(r.position[static_cast<size_t>(t * k + j)]) * H;
-          for (int64_t i = 0; i < H; ++i) o[i] += w * ye[i];
+          weights[j] = r.weight[static_cast<size_t>(t * k + j)];
+          rows[j] = y + static_cast<int64_t>(r.position[static_cast<size_t>(t * k + j)]) * H;
         }
         if (shared) {
-          const float s = m_.shared_scale_[static_cast<size_t>(t)];
-          for (int64_t i = 0; i < H; ++i) o[i] += s * sh[t * H + i];
+          weights[k] = m_.shared_scale_[static_cast<size_t>(t)];
+          rows[k] = sh + t * H;
         }
+        WeightedRowSum(rows, weights, static_cast<int>(shared ? k + 1 : k), H, out + t * H);
       }
     });
   }

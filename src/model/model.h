@@ -69,7 +69,7 @@ class Model {
   // Mixture-of-experts scratch: router logits [num_tokens, n_experts], the routing, the assignments' inputs and
   // outputs in grouped order [num_tokens * top_k, hidden] and gate/up [num_tokens * top_k, expert_ffn], the shared
   // expert's output [num_tokens, hidden] and gate values [num_tokens].
-  std::vector<float> router_logits_, moe_x_, moe_y_, moe_gate_, moe_up_, xs_, shared_scale_;
+  std::vector<float> router_logits_, moe_y_, moe_gate_, moe_up_, xs_, shared_scale_;
   ExpertRouting routing_;
   MambaScratch mamba_;
   std::vector<MatMulGroupOut> expert_products_;  // a sparse layer's per-expert products (gate and up, then down)

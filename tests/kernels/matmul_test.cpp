@@ -479,6 +479,55 @@ TEST_F(MatMulTest, GroupedEqualsSeparate) {
   }
 }
 
+// MatMulGroupedGather == MatMulGrouped over the gathered f32 rows, bit for bit: rows gathered several times, some
+// never, in any order (a mixture-of-experts layer's tokens in expert order); mixed formats (several activation
+// quantizations: Q6_K's two sums per block, MLX's bias), packed and unpacked; with float weights among them (the
+// f32 fallback) and without, on every path.
+TEST_F(MatMulTest, GroupedGatherEqualsGroupedOverCopies) {
+  ThreadPool pool(2);
+  const int64_t cols = 256, x_rows = 7;
+  const std::vector<int32_t> gather = {3, 0, 3, 6, 1, 3, 0, 5, 6, 6, 2, 1, 4, 3, 0, 1, 5, 2};  // 18 rows
+  const int64_t n_rows = static_cast<int64_t>(gather.size());
+  std::vector<WType> types = {WType(DType::kQ4_K), WType(DType::kQ6_K), WType(DType::kQ4_0),
+                              WType(DType::kF16, true, {4, 64}), WType(DType::kQ8_0), WType(DType::kF16)};
+  const std::vector<int64_t> rows = {48, 33, 16, 20, 9, 17};
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 1}, {1, 5}, {6, 0}, {6, 9}, {0, 18}, {15, 3}};
+  std::vector<Weights> ws;
+  for (size_t i = 0; i < types.size(); ++i) ws.push_back(MakeWeights(types[i], rows[i], cols, 120 + i));
+  std::vector<MatrixView> views;
+  std::vector<std::shared_ptr<uint8_t[]>> owners;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    views.push_back(ws[i].view);
+    if (i % 2 == 0) owners.push_back(RepackForKernels(&views.back(), nullptr));
+  }
+  std::vector<float> x = MakeActs(x_rows, cols, 130), copies(static_cast<size_t>(n_rows * cols));
+  for (int64_t i = 0; i < n_rows; ++i) std::copy_n(x.data() + gather[i] * cols, cols, copies.data() + i * cols);
+  std::vector<IsaPath> paths = FastPaths();
+  paths.push_back(IsaPath::kScalar);
+  for (IsaPath isa : paths) {
+    ForceIsa(isa);
+    for (size_t n_products : {types.size() - 1, types.size()}) {  // without, then with the float matrix
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        std::vector<std::vector<float>> want(n_products), got(n_products);
+        std::vector<MatMulGroupOut> want_outs, got_outs;
+        for (size_t i = 0; i < n_products; ++i) {
+          const auto [begin, n] = ranges[i];
+          const int64_t stride = views[i].rows + 1;
+          want[i].assign(std::max<int64_t>(n, 1) * stride, 7.0f);
+          got[i].assign(want[i].size(), 7.0f);
+          want_outs.push_back({&views[i], begin, n, want[i].data(), stride});
+          got_outs.push_back({&views[i], begin, n, got[i].data(), stride});
+        }
+        MatMulGrouped(want_outs, copies.data(), n_rows, nullptr);
+        MatMulGroupedGather(got_outs, x.data(), x_rows, gather.data(), n_rows, p);
+        for (size_t i = 0; i < n_products; ++i)
+          for (size_t j = 0; j < want[i].size(); ++j)
+            ASSERT_TRUE(BitEqual(want[i][j], got[i][j])) << IsaName(isa) << " product " << i << " at " << j;
+      }
+    }
+  }
+}
+
 TEST_F(MatMulTest, ZeroActivationsGiveZero) {
   for (const WType& t : AllTypes()) {
     const int64_t cols = std::max<int64_t>(t.ColAlign(), 32);

@@ -2,6 +2,7 @@
 // the range activations take, SiluMul and GeluTanhMul match their twins on ragged lengths, in place too, and
 // SoftCap bends large values only.
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -21,6 +22,31 @@ TEST(FastExp, WithinAFewUlpOfStdExp) {
   EXPECT_EQ(ExpClamped(0.0f), 1.0f);
   EXPECT_GT(ExpClamped(-1000.0f), 0.0f);  // clamped, not underflowed
   EXPECT_TRUE(std::isfinite(ExpClamped(1000.0f)));
+}
+
+// The vectorized weighted sum (a mixture-of-experts combine) equals its twin bit for bit on ragged lengths and row
+// counts, with rows that alias each other and weights of both signs.
+TEST(WeightedRowSum, MatchesTheScalarTwinOnRaggedLengths) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  for (int64_t n : {1, 15, 16, 17, 100, 1024}) {
+    for (int n_rows : {1, 2, 8, 9}) {
+      std::vector<std::vector<float>> data(static_cast<size_t>(n_rows), std::vector<float>(static_cast<size_t>(n)));
+      std::vector<const float*> rows;
+      std::vector<float> w;
+      for (auto& d : data) {
+        for (float& v : d) v = dist(rng);
+        rows.push_back(d.data());
+        w.push_back(dist(rng));
+      }
+      if (n_rows > 2) rows[2] = rows[0];  // the same row twice
+      std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), -1.0f);
+      ref::WeightedRowSum(rows.data(), w.data(), n_rows, n, want.data());
+      WeightedRowSum(rows.data(), w.data(), n_rows, n, got.data());
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(std::memcmp(&want[i], &got[i], 4), 0) << "n " << n << " rows " << n_rows << " at " << i;
+    }
+  }
 }
 
 TEST(SiluMul, MatchesTheScalarTwinOnRaggedLengths) {

@@ -91,14 +91,15 @@ void ConfigureTiles() {
 // saves), unsigned, and the f32 tail adds the int correction (-offset * sum qx) where the offset is not 0.
 struct GroupPanel {
   const uint8_t* base = nullptr;     // the group's first block in the packed copy
-  const uint8_t* headers = nullptr;  // the group's super-block headers (Q4_K; null otherwise), packed_params-inl.h
+  const uint8_t* headers = nullptr;  // the group's headers (Q4_K, MLX per group; null otherwise), packed_params-inl.h
+  int header_shift = 0;              // one header per 2^header_shift blocks
   int64_t stride = 0;                // bytes per packed block
   int code_bytes = kCodeBytes;    // 256 when nibble-packed
   int offset = 0;                 // the format's code offset in the packed bytes
   uint8_t* unpack = nullptr;      // 2 x 512 bytes: converted blocks are written here (alternating)
 
   const uint8_t* Params(int64_t b) const { return base + b * stride + code_bytes; }
-  const uint8_t* Header(int64_t b) const { return HeaderOf(headers, b); }
+  const uint8_t* Header(int64_t b) const { return HeaderOf(headers, b, header_shift); }
   // The codes of block b as tile bytes (see above). Nibble-packed: vector k holds register k in its low nibbles
   // and register k + 4 in its high ones.
   const uint8_t* Codes(int64_t b) const {
@@ -229,6 +230,8 @@ void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* s
   auto* acc = reinterpret_cast<float*>(scratch + 8192 + 2048);
   auto* pad = reinterpret_cast<int8_t*>(scratch + kFixedScratch);
   auto* params = reinterpret_cast<uint8_t*>(pad + kTok * cols);
+  const int header_shift = Avx512PackedHeaderShift(w, args.fmt);
+  const int64_t header_bytes = Avx512PackedHeaderBytes(w, args.fmt);
   GroupPanel panels[2];
   for (int j = 0; j < 2; ++j) {
     panels[j].stride = Avx512PackedStride(w, args.fmt);
@@ -263,9 +266,10 @@ void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* s
       const bool has_g1 = r0[1] < row_end;
       if (has_g1) nrows[1] = static_cast<int>(std::min<int64_t>(kRows, row_end - r0[1]));
       for (int j = 0; j < 2; ++j) {
-        const PackedGroup pg = PackedGroupAt(w.packed, r0[has_g1 ? j : 0] / kRows, nb, panels[j].stride, kPk);
+        const PackedGroup pg = PackedGroupAt(w.packed, r0[has_g1 ? j : 0] / kRows, nb, panels[j].stride, header_bytes);
         panels[j].base = pg.blocks;
-        panels[j].headers = kPk == ParamKind::kQ4K ? pg.headers : nullptr;
+        panels[j].headers = HasHeaders(kPk) ? pg.headers : nullptr;
+        panels[j].header_shift = header_shift;
       }
       const GroupPanel* g[2] = {&panels[0], &panels[1]};
       for (int k = 0; k < n_tiles; k += 2) {
@@ -296,10 +300,12 @@ void QuantRowsPacked(const QuantArgs& args, int64_t row_begin, int64_t row_end, 
   using Fn = void (*)(const QuantArgs&, int64_t, int64_t, uint8_t*);
   Fn fn = nullptr;
   if (bias) {  // Q4_K (its 6-bit fields and f16 super-block scales), MLX (f16, bf16 or f32): codes without offset
-    fn = pk == ParamKind::kQ4K    ? &RowsT<true, false, false, ParamKind::kQ4K>
-         : pk == ParamKind::kF16  ? &RowsT<true, false, false, ParamKind::kF16>
-         : pk == ParamKind::kBF16 ? &RowsT<true, false, false, ParamKind::kBF16>
-                                  : &RowsT<true, false, false, ParamKind::kF32>;
+    fn = pk == ParamKind::kQ4K            ? &RowsT<true, false, false, ParamKind::kQ4K>
+         : pk == ParamKind::kF16PerGroup  ? &RowsT<true, false, false, ParamKind::kF16PerGroup>
+         : pk == ParamKind::kBF16PerGroup ? &RowsT<true, false, false, ParamKind::kBF16PerGroup>
+         : pk == ParamKind::kF16          ? &RowsT<true, false, false, ParamKind::kF16>
+         : pk == ParamKind::kBF16         ? &RowsT<true, false, false, ParamKind::kBF16>
+                                          : &RowsT<true, false, false, ParamKind::kF32>;
   } else if (offset && nibbles) {  // Q4_0
     fn = &RowsT<false, true, false, ParamKind::kF16>;
   } else if (offset) {  // Q8_0

@@ -222,10 +222,10 @@ inline __m512i Bcast4(const int8_t* p) {
 // kNib: the panel's codes are nibble-packed (repacked 4-bit formats): 4 vectors per block, vector k holding
 // register k in its low nibbles and register k + 4 in its high nibbles.
 // kPk: how the block's parameters are stored (packed_params-inl.h; panels built per call hold f32); `headers`: the
-// chunk's first super-block header (kQ4K; null otherwise).
+// chunk's first header, one per 2^header_shift blocks (the kinds with headers; null otherwise).
 template <int T, int kSubs, bool kBias, bool kNib, ParamKind kPk>
-void Tile(const uint8_t* panel, const uint8_t* headers, int64_t stride, int64_t nbc, const QuantizedActs& a,
-          int64_t t0, int64_t b0, float* acc, const uint8_t* pf, int64_t pf_lines) {
+void Tile(const uint8_t* panel, const uint8_t* headers, int header_shift, int64_t stride, int64_t nbc,
+          const QuantizedActs& a, int64_t t0, int64_t b0, float* acc, const uint8_t* pf, int64_t pf_lines) {
   constexpr int kCB = kNib ? kCodeBytes / 2 : kCodeBytes;
   const __m512i nib_mask = _mm512_set1_epi8(0x0F);
   __m512 f[T];
@@ -244,7 +244,7 @@ void Tile(const uint8_t* panel, const uint8_t* headers, int64_t stride, int64_t 
   for (int64_t b = 0; b < nbc; ++b) {
     const uint8_t* pb = panel + b * stride;
     const uint8_t* params = pb + kCB;
-    const uint8_t* header = HeaderOf(headers, b);
+    const uint8_t* header = HeaderOf(headers, b, header_shift);
     // The next chunk's lines, a block's share at a time, so the loads stream while the products run.
     for (int64_t i = pf_lines * b / nbc; i < pf_lines * (b + 1) / nbc; ++i)
       _mm_prefetch(reinterpret_cast<const char*>(pf + i * 64), _MM_HINT_T0);
@@ -299,21 +299,21 @@ void Tile(const uint8_t* panel, const uint8_t* headers, int64_t stride, int64_t 
 
 template <int kSubs, bool kBias, bool kNib, ParamKind kPk, int... Ts>
 void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, const uint8_t* headers,
-                 int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0, float* acc,
-                 const uint8_t* pf, int64_t pf_lines) {
-  using Fn = void (*)(const uint8_t*, const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t, float*,
-                      const uint8_t*, int64_t);
+                 int header_shift, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0,
+                 float* acc, const uint8_t* pf, int64_t pf_lines) {
+  using Fn = void (*)(const uint8_t*, const uint8_t*, int, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t,
+                      float*, const uint8_t*, int64_t);
   static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kNib, kPk>...};
-  kTiles[tt - 1](panel, headers, stride, nbc, a, t0, b0, acc, pf, pf_lines);
+  kTiles[tt - 1](panel, headers, header_shift, stride, nbc, a, t0, b0, acc, pf, pf_lines);
 }
 
 // Tile for tt (1..kTokTile) tokens.
 template <int kSubs, bool kBias, bool kNib = false, ParamKind kPk = ParamKind::kF32>
 void RunTile(int tt, const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
-             int64_t b0, float* acc, const uint8_t* headers = nullptr, const uint8_t* pf = nullptr,
-             int64_t pf_lines = 0) {
-  RunTileImpl<kSubs, kBias, kNib, kPk>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, headers, stride, nbc, a,
-                                       t0, b0, acc, pf, pf_lines);
+             int64_t b0, float* acc, const uint8_t* headers = nullptr, int header_shift = 0,
+             const uint8_t* pf = nullptr, int64_t pf_lines = 0) {
+  RunTileImpl<kSubs, kBias, kNib, kPk>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, headers, header_shift,
+                                       stride, nbc, a, t0, b0, acc, pf, pf_lines);
 }
 
 // QuantizeActs, 32 values per two zmm: the same operations per value as the scalar version (max of |x| is
@@ -467,9 +467,9 @@ void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_
 // groups and blocks in order, so a task streams one contiguous run of bytes. Formats whose codes fit in 4
 // bits (Q4_0, Q4_K, MLX 2-4 bit) keep them nibble-packed (256 code bytes per block instead of 512), so a
 // 4-bit model reads about two thirds of an 8-bit one's bytes; parameters that came from 16-bit values (Q8_0 and
-// Q4_0 scales, MLX f16/bf16 scales and biases) are stored as those, Q4_K's as its 6-bit fields and f16 super-block
-// scales (packed_params-inl.h; a row group's super-block headers precede its blocks). The codes and the parameters'
-// f32 values are exactly those BuildPanel makes, so results are bit-identical to the on-the-fly path.
+// Q4_0 scales, MLX f16/bf16 scales and biases) are stored as those, MLX's once per group, Q4_K's as its 6-bit fields
+// and f16 super-block scales (packed_params-inl.h; a row group's headers precede its blocks). The codes and the
+// parameters' f32 values are exactly those BuildPanel makes, so results are bit-identical to the on-the-fly path.
 bool Nibbles(const MatrixView& w, QFormat fmt) {
   return fmt == QFormat::kQ4_0 || fmt == QFormat::kQ4_K || (fmt == QFormat::kMlx && w.mlx.bits <= 4);
 }
@@ -478,8 +478,9 @@ ParamKind PackedParams(const MatrixView& w, QFormat fmt) {
     case QFormat::kQ8_0:
     case QFormat::kQ4_0:
       return ParamKind::kF16;
-    case QFormat::kMlx:
-      return w.dtype == DType::kF16 ? ParamKind::kF16 : w.dtype == DType::kBF16 ? ParamKind::kBF16 : ParamKind::kF32;
+    case QFormat::kMlx:  // 16-bit scales and biases once per group (BuildParams starts chunks on group boundaries)
+      return w.dtype == DType::kF16 ? ParamKind::kF16PerGroup
+                                    : w.dtype == DType::kBF16 ? ParamKind::kBF16PerGroup : ParamKind::kF32;
     case QFormat::kQ4_K:
       return ParamKind::kQ4K;  // products d * sub-block scale: the kernel forms them from the stored fields
     default:
@@ -489,10 +490,23 @@ ParamKind PackedParams(const MatrixView& w, QFormat fmt) {
 int64_t PackedStride(const MatrixView& w, QFormat fmt) {
   return (Nibbles(w, fmt) ? kCodeBytes / 2 : kCodeBytes) + ParamBytes(PackedParams(w, fmt)) * ParamVectors(fmt);
 }
+// One header per 2^shift blocks: a Q4_K super-block, an MLX group (32, 64 or 128 columns: 1, 2 or 4 blocks).
+int HeaderShift(const MatrixView& w, QFormat fmt) {
+  const ParamKind pk = PackedParams(w, fmt);
+  if (pk == ParamKind::kQ4K) return kQ4KHeaderShift;
+  if (!HasHeaders(pk)) return 0;
+  int shift = 0;
+  while ((int64_t{32} << shift) < w.mlx.group_size) ++shift;
+  PARALLM_CHECK((int64_t{32} << shift) == w.mlx.group_size);
+  return shift;
+}
+int64_t HeaderBytes(const MatrixView& w, QFormat fmt) {
+  return GroupHeaderBytes(PackedParams(w, fmt), w.cols / 32, HeaderShift(w, fmt));
+}
 
 size_t PackedBytes(const MatrixView& w, QFormat fmt) {
   const int64_t groups = (w.rows + kRows - 1) / kRows, nb = w.cols / 32;
-  return static_cast<size_t>(groups * (GroupHeaderBytes(PackedParams(w, fmt), nb) + nb * PackedStride(w, fmt)));
+  return static_cast<size_t>(groups * (HeaderBytes(w, fmt) + nb * PackedStride(w, fmt)));
 }
 
 // Q4_K's packed parameters for row group r0 (rows[i]: row r0 + i, a ragged group repeating its last row as BuildPanel
@@ -528,6 +542,8 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
   const bool nib = Nibbles(w, fmt);
   const int pv = ParamVectors(fmt);
   const ParamKind pk = PackedParams(w, fmt);
+  const int shift = HeaderShift(w, fmt);
+  const int64_t header_bytes = HeaderBytes(w, fmt);
   std::unique_ptr<uint8_t[]> mem(new uint8_t[PanelBytes() + 64]);
   uint8_t* panel = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem.get()) + 63) & ~uintptr_t{63});
   const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -536,8 +552,8 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
     const int nrows = static_cast<int>(std::min<int64_t>(kRows, w.rows - r0));
     const uint8_t* rows[kRows];
     for (int i = 0; i < kRows; ++i) rows[i] = w.Row(r0 + std::min(i, nrows - 1));
-    uint8_t* headers = out + g * (GroupHeaderBytes(pk, nb) + nb * pstride);  // as PackedGroupAt reads them
-    uint8_t* blocks = headers + GroupHeaderBytes(pk, nb);
+    uint8_t* headers = out + g * (header_bytes + nb * pstride);  // as PackedGroupAt reads them
+    uint8_t* blocks = headers + header_bytes;
     if (pk == ParamKind::kQ4K) PackQ4KParams(rows, nb, pstride, nib ? kCodeBytes / 2 : kCodeBytes, headers, blocks);
     for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
       const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
@@ -557,9 +573,11 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
           std::memcpy(dst, src, kCodeBytes);
         }
         if (pk == ParamKind::kQ4K) continue;  // written by PackQ4KParams
+        const bool per_group = HasHeaders(pk);
+        if (per_group && ((b0 + b) & ((int64_t{1} << shift) - 1)) != 0) continue;  // the group's first block stored it
+        uint8_t* to = per_group ? headers + ((b0 + b) >> shift) * kHeaderBytes : dst + code_bytes;
         for (int v = 0; v < pv; ++v)
-          StoreParams(pk, _mm512_load_ps(reinterpret_cast<const float*>(src + kCodeBytes) + 16 * v),
-                      dst + code_bytes, v);
+          StoreParams(pk, _mm512_load_ps(reinterpret_cast<const float*>(src + kCodeBytes) + 16 * v), to, v);
       }
     }
   }
@@ -577,26 +595,31 @@ void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end,
   const int64_t nb = a.nb, n_tokens = a.n_tokens, pstride = PackedStride(w, args.fmt);
   float* acc = reinterpret_cast<float*>(scratch + PanelBytes());
   const bool stream = StreamOutput(args);
-  const uint8_t* task_end = PackedGroupAt(w.packed, (row_end + kRows - 1) / kRows, nb, pstride, kPk).headers;
+  const int shift = HeaderShift(w, args.fmt);
+  const int64_t header_bytes = HeaderBytes(w, args.fmt);
+  const uint8_t* task_end = PackedGroupAt(w.packed, (row_end + kRows - 1) / kRows, nb, pstride, header_bytes).headers;
   for (int64_t tb0 = 0; tb0 < n_tokens; tb0 += kTokBlock) {
     const int64_t nt = std::min<int64_t>(kTokBlock, n_tokens - tb0);
     const int64_t n_tiles = (nt + kTokTile - 1) / kTokTile;
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
       const int nrows = static_cast<int>(std::min<int64_t>(kRows, row_end - r0));
-      const PackedGroup group = PackedGroupAt(w.packed, r0 / kRows, nb, pstride, kPk);
+      const PackedGroup group = PackedGroupAt(w.packed, r0 / kRows, nb, pstride, header_bytes);
       std::memset(acc, 0, static_cast<size_t>(nt) * 64);
       for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
         const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
         const uint8_t* panel = group.blocks + b0 * pstride;
-        const uint8_t* headers = kPk == ParamKind::kQ4K ? HeaderOf(group.headers, b0) : nullptr;
-        // The next chunk's bytes follow this one's: prefetched a block's share at a time through the first token
-        // tile (the later tiles read this chunk from L1), not in one burst that fills the miss queue.
+        const uint8_t* headers = HasHeaders(kPk) ? HeaderOf(group.headers, b0, shift) : nullptr;
+        // The next chunk's bytes follow this one's (after the last chunk of a group: the next group's headers, then
+        // its blocks): prefetched a block's share at a time through the first token tile (the later tiles read this
+        // chunk from L1), not in one burst that fills the miss queue.
         const uint8_t* pf = panel + nbc * pstride;
-        const int64_t pf_lines = std::max<int64_t>(0, std::min<int64_t>(kChunkBlocks * pstride, task_end - pf)) / 64;
+        const int64_t pf_bytes = kChunkBlocks * pstride + GroupHeaderBytes(kPk, kChunkBlocks, shift);
+        const int64_t pf_lines = std::max<int64_t>(0, std::min<int64_t>(pf_bytes, task_end - pf)) / 64;
         for (int64_t k = 0; k < n_tiles; ++k) {
           const int64_t t0 = tb0 + k * kTokTile;
           RunTile<kSubs, kBias, kNib, kPk>(static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0)), panel, pstride,
-                                           nbc, a, t0, b0, acc + (t0 - tb0) * 16, headers, pf, k == 0 ? pf_lines : 0);
+                                           nbc, a, t0, b0, acc + (t0 - tb0) * 16, headers, shift, pf,
+                                           k == 0 ? pf_lines : 0);
         }
       }
       Avx512StoreRows(args, acc, tb0, nt, r0, nrows, stream);
@@ -611,6 +634,18 @@ void QuantRowsPackedP(const QuantArgs& args, int64_t row_begin, int64_t row_end,
       return QuantRowsPackedT<kSubs, kBias, kNib, ParamKind::kF16>(args, row_begin, row_end, scratch);
     case ParamKind::kBF16:
       return QuantRowsPackedT<kSubs, kBias, kNib, ParamKind::kBF16>(args, row_begin, row_end, scratch);
+    case ParamKind::kF16PerGroup:  // MLX only: one scale and a bias
+      if constexpr (kSubs == 1 && kBias) {
+        return QuantRowsPackedT<1, true, kNib, ParamKind::kF16PerGroup>(args, row_begin, row_end, scratch);
+      } else {
+        PARALLM_CHECK_MSG(false, "MLX parameters with another format's kernel");
+      }
+    case ParamKind::kBF16PerGroup:
+      if constexpr (kSubs == 1 && kBias) {
+        return QuantRowsPackedT<1, true, kNib, ParamKind::kBF16PerGroup>(args, row_begin, row_end, scratch);
+      } else {
+        PARALLM_CHECK_MSG(false, "MLX parameters with another format's kernel");
+      }
     case ParamKind::kQ4K:  // Q4_K only: one scale, a bias, nibble codes
       if constexpr (kSubs == 1 && kBias && kNib) {
         return QuantRowsPackedT<1, true, true, ParamKind::kQ4K>(args, row_begin, row_end, scratch);
@@ -729,6 +764,8 @@ void Avx512StoreRows(const QuantArgs& args, const float* acc, int64_t t0, int64_
 int64_t Avx512PackedStride(const MatrixView& w, QFormat fmt) { return PackedStride(w, fmt); }
 bool Avx512PackedNibbles(const MatrixView& w, QFormat fmt) { return Nibbles(w, fmt); }
 int Avx512PackedParamKind(const MatrixView& w, QFormat fmt) { return static_cast<int>(PackedParams(w, fmt)); }
+int Avx512PackedHeaderShift(const MatrixView& w, QFormat fmt) { return HeaderShift(w, fmt); }
+int64_t Avx512PackedHeaderBytes(const MatrixView& w, QFormat fmt) { return HeaderBytes(w, fmt); }
 
 const IsaKernels* Avx512Kernels() {
   static const IsaKernels k{kRows,      &CodeOffset, &ScratchBytes, &QuantizeActsAvx512, &QuantRows,

@@ -260,8 +260,8 @@ void BM_PagedAttentionPrefill(benchmark::State& state, int lanes, int64_t n_ctx,
     if (runs) {
       for (int i = 0; i < tokens; i += kAttentionTokenBlock)
         PagedAttentionTokens(q.data() + i * q_floats, q_floats, shape, kv, table, first + i,
-                             std::min(kAttentionTokenBlock, tokens - i), 0, n_kv_heads, scratch, out.data() + i * q_floats,
-                             q_floats);
+                             std::min(kAttentionTokenBlock, tokens - i), 0, n_kv_heads, scratch,
+                             out.data() + i * q_floats, q_floats);
     } else {
       for (int i = 0; i < tokens; ++i)
         PagedAttention(q.data() + i * q_floats, shape, kv, table, first + i, 0, n_kv_heads, scratch,

@@ -4,6 +4,8 @@
 // is compiled for AVX-512 (W = 16), AVX2 + FMA (W = 8) and baseline x86-64 (W = 4); the CPU picks one at first
 // use. Its order of operations depends on W alone: on one machine a head's result depends only on its own token
 // and sequence, whatever the batch, the split or the thread. The paths differ from each other in the last bits.
+// A prefill chunk's tokens run together (PagedAttentionTokens, AttendTokens): each tile's keys and values serve
+// every token of a run, and each token's rows see the single-token kernel's operations, so its bits are the same.
 #include "kernels/attention.h"
 
 #include <algorithm>

@@ -329,6 +329,103 @@ void AttendGroup(const GroupTask& t) {
   }
 }
 
+// The scores of R query heads (q[r]: head_dim floats) for one tile from its key rows transposed (kt: [D][W] floats,
+// position i of dim d at kt[d * W + i], decoded to f32), stored at out[r]: the same operations as ScoreHead's, each
+// lane's chain over d and the fold of TransposeSum, with positions in lanes instead of dims. ScoreHead's lane l of
+// position i is the chain over c of q[c * W + l] * k_i[c * W + l]; here that is lane i of Leaf<l>, and
+// TransposeSum's levels (lane l plus lane l + W/2, then l + W/4, ...) are Fold's: Fold<l, s> = Fold<l, 2s> +
+// Fold<l + s, 2s> down to the leaves at s = W. The tail dims, the int8 scale and `scale` follow in ScoreHead's order.
+// The tile's rows then serve R heads from registers, and no lanes are shuffled.
+template <int R, int QN>
+struct TransposedScores {
+  const float* kt;
+  const float* const (&q)[R];
+
+  template <int L>
+  PARALLM_INLINE void Leaf(V (&p)[R]) const {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) p[r] = V{};
+#pragma GCC unroll 16
+    for (int c = 0; c < QN; ++c) {
+      const V k = Load(kt + (c * W + L) * W);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) p[r] = MulAdd(Splat(q[r][c * W + L]), k, p[r]);
+    }
+  }
+
+  template <int L, int S>
+  PARALLM_INLINE void Fold(V (&out)[R]) const {
+    if constexpr (S == W) {
+      Leaf<L>(out);
+    } else {
+      V b[R];
+      Fold<L, 2 * S>(out);
+      Fold<L + S, 2 * S>(b);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) out[r] = out[r] + b[r];
+    }
+  }
+};
+
+template <bool kScaled, int R, int QN>
+PARALLM_INLINE void ScoreHeadsTransposed(const float* const (&q)[R], const float* kt, int D, V key_scale, float scale,
+                                         float* const (&out)[R]) {
+  V s[R];
+  TransposedScores<R, QN>{kt, q}.template Fold<0, 1>(s);
+  if constexpr (QN * W < kMaxDecodedDim) {  // (at kMaxDecodedDim, D is that: no tail)
+    for (int d = QN * W; d < D; ++d) {
+      const V kd = Load(kt + d * W);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) s[r] = MulAdd(Splat(q[r][d]), kd, s[r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    V x = s[r];
+    if constexpr (kScaled) x = x * key_scale;
+    Store(out[r], x * scale);
+  }
+}
+
+// Rows of a tile's scores, R at a time with the R fitting the registers (each head's partial folds and the leaf's
+// accumulators live together); QN: whole vectors in head_dim. Rows are (token, head) pairs walked in order.
+template <bool kScaled, int QN>
+PARALLM_INLINE void ScoreRowsTransposed(const TokensTask& m, int first_token, int64_t j0, const float* kt,
+                                        V key_scale) {
+  const GroupTask& t = m.last;
+  constexpr int R = W == 16 ? 4 : 2;
+  const int D = t.head_dim, G = t.group;
+  int i = first_token, g = 0;
+  int left = (m.n_tokens - first_token) * G;
+  auto next = [&](const float*& q, float*& out) {
+    q = m.q + i * m.q_stride + g * D;
+    out = t.scores + (static_cast<int64_t>(i) * G + g) * t.row_stride + j0;
+    if (++g == G) {
+      g = 0;
+      ++i;
+    }
+  };
+  for (; left >= R; left -= R) {
+    const float* q[R];
+    float* out[R];
+    for (int r = 0; r < R; ++r) next(q[r], out[r]);
+    ScoreHeadsTransposed<kScaled, R, QN>(q, kt, D, key_scale, t.scale, out);
+  }
+  for (; left > 0; --left) {
+    const float* q[1];
+    float* out[1];
+    next(q[0], out[0]);
+    ScoreHeadsTransposed<kScaled, 1, QN>(q, kt, D, key_scale, t.scale, out);
+  }
+}
+
+// The tile's key rows k[i], decoded to f32 and transposed: kt[d * W + i] = dim d of row i (D <= kMaxDecodedDim).
+template <class T>
+PARALLM_INLINE void TransposeKeyTile(const T* const (&k)[W], int D, float* kt) {
+  for (int i = 0; i < W; ++i)
+    for (int d = 0; d < D; ++d) kt[d * W + i] = Elem(k[i], d);
+}
+
 // Consecutive tokens of one sequence for one KV head (TokensTask): the rows of every token's group are computed
 // against each tile together, so a tile's key and value rows come from memory once for all of them rather than once
 // per token. Every row (a token's query head) sees exactly AttendGroup's operations for its
@@ -352,6 +449,9 @@ void AttendTokens(const TokensTask& m) {
 
   // 1. Scores, W positions at a time, for every row that sees the tile (past a row's end: padding, zeroed in 2.).
   alignas(64) float decoded[std::is_same_v<T, float> ? 1 : W * kMaxDecodedDim];
+  // Head dims of 4, 8 or 16 whole vectors (and a tail) up to kMaxDecodedDim: the tile transposed.
+  const bool transposed = D <= kMaxDecodedDim && (vec_d == 4 * W || vec_d == 8 * W || vec_d == 16 * W);
+  alignas(64) float kt[W * kMaxDecodedDim];
   for (int64_t j0 = 0; j0 < t.n_ctx; j0 += W) {
     const int n = static_cast<int>(std::min<int64_t>(W, t.n_ctx - j0));
     PrefetchTile(t, keys, kScaled ? t.key_scales : nullptr, j0 + kPrefetchTiles * W);
@@ -360,6 +460,15 @@ void AttendTokens(const TokensTask& m) {
     for (int i = 0; i < W; ++i) k[i] = keys + slots[i] * t.slot_stride;
     V key_scale{};
     if constexpr (kScaled) key_scale = TileScales(t.key_scales, t.scale_stride, slots);
+    if (transposed) {
+      TransposeKeyTile(k, D, kt);
+      switch (vec_d / W) {
+        case 4: ScoreRowsTransposed<kScaled, 4>(m, first_token(j0), j0, kt, key_scale); break;
+        case 8: ScoreRowsTransposed<kScaled, 8>(m, first_token(j0), j0, kt, key_scale); break;
+        default: ScoreRowsTransposed<kScaled, 16>(m, first_token(j0), j0, kt, key_scale); break;
+      }
+      continue;
+    }
     WithKeyRows(k, D, decoded, [&](const auto& kr) {
       for (int i = first_token(j0); i < m.n_tokens; ++i) {
         const float* q = m.q + i * m.q_stride;

@@ -286,7 +286,8 @@ class PagedAttentionTokensTest : public ::testing::TestWithParam<TokensCase> {
   // Token i alone through PagedAttention.
   std::vector<float> Alone(int i) const {
     const int64_t n_ctx = FirstCtx() + i;
-    std::vector<float> out(static_cast<size_t>(width_)), scratch(static_cast<size_t>(PagedAttentionScratchSize(f_->shape, n_ctx)));
+    std::vector<float> out(static_cast<size_t>(width_));
+    std::vector<float> scratch(static_cast<size_t>(PagedAttentionScratchSize(f_->shape, n_ctx)));
     PagedAttention(q_.data() + i * stride_, f_->shape, f_->kv, f_->table, n_ctx, 0, f_->c.n_kv_heads, scratch,
                    out.data());
     return out;
@@ -357,8 +358,8 @@ TEST_P(PagedAttentionTokensTest, IgnoresLaterPositions) {
   if (t.n_tokens < 2) GTEST_SKIP();
   Fixture poisoned(t.c, 7);
   const int64_t j = t.c.n_ctx - 1;
-  const int64_t slot =
-      static_cast<int64_t>(poisoned.table[static_cast<size_t>(j / t.c.block_size)]) * t.c.block_size + j % t.c.block_size;
+  const int64_t block = poisoned.table[static_cast<size_t>(j / t.c.block_size)];
+  const int64_t slot = block * t.c.block_size + j % t.c.block_size;
   std::fill_n(poisoned.keys.data() + slot * poisoned.kv.slot_stride, poisoned.kv.slot_stride, NAN);
   std::fill_n(poisoned.values.data() + slot * poisoned.kv.slot_stride, poisoned.kv.slot_stride, NAN);
   if (t.dtype != KvDtype::kF32) poisoned.Store(t.dtype);
@@ -385,16 +386,19 @@ INSTANTIATE_TEST_SUITE_P(
         TokensCase{Case{14, 2, 64, 16, 17}, 2}, TokensCase{Case{14, 2, 64, 32, 129}, 33},
         TokensCase{Case{14, 2, 64, 16, 64}, 1},
         // Other groups, head dims not a multiple of a vector, odd block sizes; head dims of 8 vectors of some width.
-        TokensCase{Case{8, 4, 8, 16, 37}, 37}, TokensCase{Case{6, 3, 50, 5, 61}, 20}, TokensCase{Case{21, 3, 72, 7, 45}, 45},
-        TokensCase{Case{8, 1, 64, 3, 33}, 9}, TokensCase{Case{4, 2, 128, 16, 70}, 19}, TokensCase{Case{1, 1, 8, 16, 23}, 23},
+        TokensCase{Case{8, 4, 8, 16, 37}, 37}, TokensCase{Case{6, 3, 50, 5, 61}, 20},
+        TokensCase{Case{21, 3, 72, 7, 45}, 45}, TokensCase{Case{8, 1, 64, 3, 33}, 9},
+        TokensCase{Case{4, 2, 128, 16, 70}, 19}, TokensCase{Case{1, 1, 8, 16, 23}, 23},
         // Sliding windows the chunk crosses (tokens before and after the window's start moving off position 0),
         // lies past, or never reaches; soft-capping alone and with a window.
         TokensCase{Case{14, 2, 64, 16, 80, 37}, 60}, TokensCase{Case{8, 4, 8, 16, 37, 5}, 10},
         TokensCase{Case{6, 3, 50, 5, 61, 16}, 30}, TokensCase{Case{14, 2, 64, 16, 50, 100}, 50},
         TokensCase{Case{14, 2, 64, 16, 300, 0, 1.0f}, 21}, TokensCase{Case{6, 3, 50, 5, 61, 17, 2.0f}, 25},
         // bf16 and int8 keys and values: decoded tiles (up to 256 dims) and rows read as stored (264).
-        TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kBf16}, TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kInt8},
-        TokensCase{Case{6, 3, 50, 5, 61, 16}, 30, KvDtype::kInt8}, TokensCase{Case{21, 3, 72, 7, 45, 0, 2.0f}, 20, KvDtype::kBf16},
+        TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kBf16},
+        TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kInt8},
+        TokensCase{Case{6, 3, 50, 5, 61, 16}, 30, KvDtype::kInt8},
+        TokensCase{Case{21, 3, 72, 7, 45, 0, 2.0f}, 20, KvDtype::kBf16},
         TokensCase{Case{8, 1, 64, 3, 33}, 9, KvDtype::kInt8}, TokensCase{Case{4, 1, 264, 8, 40}, 18, KvDtype::kInt8},
         TokensCase{Case{4, 1, 264, 8, 40}, 18, KvDtype::kBf16}),
     [](const auto& info) {

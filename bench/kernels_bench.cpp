@@ -18,6 +18,7 @@
 //
 // PagedAttention/<isa>[/bf16|/int8]/ctx:<n_ctx>/seqs:<n>: one decode token per sequence, 14 query / 2 KV heads,
 // head_dim 64, blocks of 16 positions; keys and values in f32, or stored as bf16 or int8 (--kv-cache-dtype).
+// PagedAttentionPrefill/...: a prefill chunk's tokens one by one or in runs (PagedAttentionTokens).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -217,6 +218,63 @@ void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int se
   SetPagedAttentionLanes(0);
 }
 
+// A prefill chunk's attention: the `tokens` last tokens of one sequence of n_ctx positions (0.5B shape, blocks of 16
+// in order), each token alone through PagedAttention (`runs` false) or in runs of kAttentionTokenBlock tokens
+// through PagedAttentionTokens (the same bits). Counter: tokens/s per CPU second of the one thread.
+void BM_PagedAttentionPrefill(benchmark::State& state, int lanes, int64_t n_ctx, int tokens, KvDtype dtype, bool runs) {
+  if (!SetPagedAttentionLanes(lanes)) {
+    state.SkipWithError("path not supported on this CPU");
+    return;
+  }
+  const int n_heads = 14, n_kv_heads = 2, head_dim = 64, block_size = 16;
+  const AttentionShape shape{n_heads, n_kv_heads, head_dim, 0.125f};
+  const int64_t n_blocks = (n_ctx + block_size - 1) / block_size, slot_floats = n_kv_heads * head_dim;
+  const int64_t q_floats = n_heads * head_dim;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> keys(static_cast<size_t>(n_blocks * block_size * slot_floats)), values(keys.size());
+  for (float& v : keys) v = dist(rng);
+  for (float& v : values) v = dist(rng);
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  for (int64_t b = 0; b < n_blocks; ++b) table[static_cast<size_t>(b)] = static_cast<int32_t>(b);
+  std::vector<float> q(static_cast<size_t>(tokens * q_floats)), out(q.size());
+  for (float& v : q) v = dist(rng);
+  PagedKvView kv{keys.data(), values.data(), slot_floats, block_size};
+  const size_t rows = keys.size() / head_dim, row_bytes = head_dim * KvElementBytes(dtype);
+  std::vector<char> stored_keys, stored_values;
+  std::vector<float> key_scales(rows), value_scales(rows);
+  if (dtype != KvDtype::kF32) {
+    stored_keys.resize(rows * row_bytes);
+    stored_values.resize(rows * row_bytes);
+    for (size_t r = 0; r < rows; ++r) {
+      EncodeKvRow(dtype, keys.data() + r * head_dim, head_dim, stored_keys.data() + r * row_bytes, &key_scales[r]);
+      EncodeKvRow(dtype, values.data() + r * head_dim, head_dim, stored_values.data() + r * row_bytes,
+                  &value_scales[r]);
+    }
+    kv = {stored_keys.data(), stored_values.data(), slot_floats, block_size, dtype, key_scales.data(),
+          value_scales.data()};
+  }
+  const int64_t first = n_ctx - tokens + 1;  // the chunk's first token's context
+  std::vector<float> scratch(static_cast<size_t>(
+      std::max(PagedAttentionScratchSize(shape, n_ctx), PagedAttentionTokensScratchSize(shape, n_ctx, tokens))));
+  for (auto _ : state) {
+    if (runs) {
+      for (int i = 0; i < tokens; i += kAttentionTokenBlock)
+        PagedAttentionTokens(q.data() + i * q_floats, q_floats, shape, kv, table, first + i,
+                             std::min(kAttentionTokenBlock, tokens - i), 0, n_kv_heads, scratch,
+                             out.data() + i * q_floats, q_floats);
+    } else {
+      for (int i = 0; i < tokens; ++i)
+        PagedAttention(q.data() + i * q_floats, shape, kv, table, first + i, 0, n_kv_heads, scratch,
+                       out.data() + i * q_floats);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["tokens/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
+  SetPagedAttentionLanes(0);
+}
+
 // A mixture-of-experts layer's products as a decode step runs them (MatMulGrouped): `experts` experts of
 // qwen3-moe-mini's shape (gate and up 384 x 1024, down 1024 x 384; Q4_K with Q4_0 down as make-model writes it, or
 // MLX 4-bit in groups of 64 with f16 scales and biases; repacked as at load), each over its group of `per_expert`
@@ -296,8 +354,26 @@ void RegisterAttention() {
   }
 }
 
+// PagedAttentionPrefill/<isa>[/bf16|/int8]/ctx:<n_ctx>/tokens:<n>/<alone|runs>: see BM_PagedAttentionPrefill.
+void RegisterPrefillAttention() {
+  const std::pair<int, const char*> widths[] = {{16, "avx512"}, {8, "avx2"}, {4, "baseline"}};
+  const std::pair<int64_t, int> sizes[] = {{512, 512}, {2048, 512}, {2048, 2048}};
+  for (auto [lanes, isa] : widths)
+    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16, KvDtype::kInt8})
+      for (auto [n_ctx, tokens] : sizes)
+        for (bool runs : {false, true}) {
+          const std::string type = dtype == KvDtype::kF32 ? "" : "/" + std::string(KvDtypeName(dtype));
+          const std::string name = std::string("PagedAttentionPrefill/") + isa + type + "/ctx:" +
+                                   std::to_string(n_ctx) + "/tokens:" + std::to_string(tokens) +
+                                   (runs ? "/runs" : "/alone");
+          benchmark::RegisterBenchmark(name.c_str(), BM_PagedAttentionPrefill, lanes, n_ctx, tokens, dtype, runs)
+              ->Unit(benchmark::kMillisecond);
+        }
+}
+
 void Register() {
   RegisterAttention();
+  RegisterPrefillAttention();
   RegisterExperts();
   const std::vector<WType> types = {
       {"q8_0", DType::kQ8_0},  {"q4_0", DType::kQ4_0},  {"q4_k", DType::kQ4_K},

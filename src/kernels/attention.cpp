@@ -4,6 +4,8 @@
 // is compiled for AVX-512 (W = 16), AVX2 + FMA (W = 8) and baseline x86-64 (W = 4); the CPU picks one at first
 // use. Its order of operations depends on W alone: on one machine a head's result depends only on its own token
 // and sequence, whatever the batch, the split or the thread. The paths differ from each other in the last bits.
+// A prefill chunk's tokens run together (PagedAttentionTokens, AttendTokens): each tile's keys and values serve
+// every token of a run, and each token's rows see the single-token kernel's operations, so its bits are the same.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -67,6 +69,16 @@ struct GroupTask {
   float* out;     // [group, head_dim]
 };
 
+// Consecutive tokens of one sequence for one KV head, none of them cut by a sliding window: token i of n_tokens
+// attends to positions [0, last.n_ctx - (n_tokens - 1 - i)).
+struct TokensTask {
+  GroupTask last;  // the last token's task (begin 0), but its scores hold n_tokens * group rows of row_stride floats
+  const float* q;  // token i's group at q + i * q_stride
+  float* out;      // token i's group at out + i * out_stride
+  int64_t q_stride, out_stride;
+  int n_tokens;
+};
+
 // The kernel once per instruction set (attention_simd-inl.h), each in its own namespace and target region.
 // GCC 12's AVX-512 headers start conversions from a self-initialized `__Y = __Y` ("undefined" upper bits), which
 // -Wmaybe-uninitialized reports once inlined; every lane is written.
@@ -83,6 +95,9 @@ struct GroupKernels {
   void (*f32)(const GroupTask&);
   void (*bf16)(const GroupTask&);
   void (*int8)(const GroupTask&);
+  void (*tokens_f32)(const TokensTask&);
+  void (*tokens_bf16)(const TokensTask&);
+  void (*tokens_int8)(const TokensTask&);
 
   void Run(KvDtype dtype, const GroupTask& t) const {
     switch (dtype) {
@@ -91,10 +106,18 @@ struct GroupKernels {
       case KvDtype::kInt8: return int8(t);
     }
   }
+  void Run(KvDtype dtype, const TokensTask& t) const {
+    switch (dtype) {
+      case KvDtype::kF32: return tokens_f32(t);
+      case KvDtype::kBf16: return tokens_bf16(t);
+      case KvDtype::kInt8: return tokens_int8(t);
+    }
+  }
 };
 
-#define PARALLM_KERNELS(ns) \
-  &ns::AttendGroup<float>, &ns::AttendGroup<uint16_t>, &ns::AttendGroup<int8_t>
+#define PARALLM_KERNELS(ns)                                                                   \
+  &ns::AttendGroup<float>, &ns::AttendGroup<uint16_t>, &ns::AttendGroup<int8_t>,            \
+      &ns::AttendTokens<float>, &ns::AttendTokens<uint16_t>, &ns::AttendTokens<int8_t>
 #if defined(__x86_64__)
 constexpr GroupKernels kAvx512{PARALLM_KERNELS(avx512)};
 constexpr GroupKernels kAvx2{PARALLM_KERNELS(avx2)};
@@ -126,6 +149,43 @@ std::atomic<GroupKernel>& CurrentKernel() {
   return kernel;
 }
 
+// One KV head's task for a token with n_ctx positions of context (q and out: its group's first head); scores hold
+// the group's rows, row_stride floats apart.
+GroupTask MakeGroupTask(const float* q, const AttentionShape& s, const PagedKvView& kv,
+                        std::span<const int32_t> block_table, int64_t n_ctx, int kvh, int64_t row_stride,
+                        float* scores, float* out) {
+  const int group = s.n_heads / s.n_kv_heads;
+  const int64_t head0 = static_cast<int64_t>(kvh) * group;  // the group's first query head
+  const size_t head_offset = static_cast<size_t>(kvh) * static_cast<size_t>(s.head_dim) * KvElementBytes(kv.dtype);
+  const bool scaled = kv.dtype == KvDtype::kInt8;
+  return GroupTask{q + head0 * s.head_dim,
+                   static_cast<const char*>(kv.keys) + head_offset,
+                   static_cast<const char*>(kv.values) + head_offset,
+                   kv.slot_stride,
+                   scaled ? kv.key_scales + kvh : nullptr,
+                   scaled ? kv.value_scales + kvh : nullptr,
+                   s.n_kv_heads,
+                   kv.block_size,
+                   block_table.data(),
+                   AttentionBegin(s, n_ctx),
+                   n_ctx,
+                   row_stride,
+                   group,
+                   s.head_dim,
+                   s.scale,
+                   s.softcap,
+                   scores,
+                   out + head0 * s.head_dim};
+}
+
+// A score row's floats for n positions: a multiple of 16 (the widest vector tile).
+int64_t PaddedRow(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
+
+void CheckKv(const PagedKvView& kv, std::span<const int32_t> block_table, int64_t n_ctx) {
+  PARALLM_DCHECK(n_ctx <= static_cast<int64_t>(block_table.size()) * kv.block_size);
+  PARALLM_CHECK(kv.dtype != KvDtype::kInt8 || (kv.key_scales != nullptr && kv.value_scales != nullptr));
+}
+
 }  // namespace
 
 void PagedAttention(const float* q, const AttentionShape& s, const PagedKvView& kv,
@@ -133,34 +193,46 @@ void PagedAttention(const float* q, const AttentionShape& s, const PagedKvView& 
                     std::span<float> scratch, float* out) {
   const GroupKernel kernel = CurrentKernel().load(std::memory_order_relaxed);
   PARALLM_CHECK(static_cast<int64_t>(scratch.size()) >= PagedAttentionScratchSize(s, n_ctx));
-  PARALLM_DCHECK(n_ctx <= static_cast<int64_t>(block_table.size()) * kv.block_size);
-  PARALLM_CHECK(kv.dtype != KvDtype::kInt8 || (kv.key_scales != nullptr && kv.value_scales != nullptr));
-  const int group = s.n_heads / s.n_kv_heads;
-  const int64_t begin = AttentionBegin(s, n_ctx);
-  const size_t elem = KvElementBytes(kv.dtype);
-  const bool scaled = kv.dtype == KvDtype::kInt8;
+  CheckKv(kv, block_table, n_ctx);
+  const int64_t row_stride = PaddedRow(n_ctx - AttentionBegin(s, n_ctx));
+  for (int kvh = kv_head_begin; kvh < kv_head_end; ++kvh)
+    kernel->Run(kv.dtype, MakeGroupTask(q, s, kv, block_table, n_ctx, kvh, row_stride, scratch.data(), out));
+}
+
+int64_t PagedAttentionTokensScratchSize(const AttentionShape& shape, int64_t n_ctx_last, int n_tokens) {
+  const int64_t block = std::min(n_tokens, kAttentionTokenBlock);
+  return block * (shape.n_heads / shape.n_kv_heads) * PaddedRow(n_ctx_last);
+}
+
+void PagedAttentionTokens(const float* q, int64_t q_stride, const AttentionShape& s, const PagedKvView& kv,
+                          std::span<const int32_t> block_table, int64_t n_ctx_first, int n_tokens, int kv_head_begin,
+                          int kv_head_end, std::span<float> scratch, float* out, int64_t out_stride) {
+  if (n_tokens <= 0) return;
+  const GroupKernel kernel = CurrentKernel().load(std::memory_order_relaxed);
+  PARALLM_CHECK(n_ctx_first >= 1);
+  const int64_t n_ctx_last = n_ctx_first + n_tokens - 1;
+  PARALLM_CHECK(static_cast<int64_t>(scratch.size()) >= PagedAttentionTokensScratchSize(s, n_ctx_last, n_tokens));
+  CheckKv(kv, block_table, n_ctx_last);
+  // Tokens whose window starts past position 0 tile their positions from their window's start: each goes alone.
+  int whole = n_tokens;  // tokens [0, whole) attend from position 0
+  if (s.sliding_window > 0)
+    whole = static_cast<int>(std::clamp<int64_t>(s.sliding_window - n_ctx_first + 1, 0, n_tokens));
   for (int kvh = kv_head_begin; kvh < kv_head_end; ++kvh) {
-    const int64_t head0 = static_cast<int64_t>(kvh) * group;  // the group's first query head
-    const size_t head_offset = static_cast<size_t>(kvh) * static_cast<size_t>(s.head_dim) * elem;
-    const GroupTask task{q + head0 * s.head_dim,
-                         static_cast<const char*>(kv.keys) + head_offset,
-                         static_cast<const char*>(kv.values) + head_offset,
-                         kv.slot_stride,
-                         scaled ? kv.key_scales + kvh : nullptr,
-                         scaled ? kv.value_scales + kvh : nullptr,
-                         s.n_kv_heads,
-                         kv.block_size,
-                         block_table.data(),
-                         begin,
-                         n_ctx,
-                         (n_ctx - begin + kLanes - 1) / kLanes * kLanes,
-                         group,
-                         s.head_dim,
-                         s.scale,
-                         s.softcap,
-                         scratch.data(),
-                         out + head0 * s.head_dim};
-    kernel->Run(kv.dtype, task);
+    for (int i0 = 0; i0 < whole; i0 += kAttentionTokenBlock) {
+      const int count = std::min(kAttentionTokenBlock, whole - i0);
+      const int64_t n_ctx = n_ctx_first + i0 + count - 1;  // the block's last token's
+      const GroupTask last = MakeGroupTask(q + (i0 + count - 1) * q_stride, s, kv, block_table, n_ctx, kvh,
+                                           PaddedRow(n_ctx), scratch.data(), out + (i0 + count - 1) * out_stride);
+      const int64_t back = static_cast<int64_t>(count - 1);  // tokens from the block's first to its last
+      kernel->Run(kv.dtype, TokensTask{last, last.q - back * q_stride, last.out - back * out_stride, q_stride,
+                                       out_stride, count});
+    }
+    for (int i = whole; i < n_tokens; ++i) {
+      const int64_t n_ctx = n_ctx_first + i;
+      kernel->Run(kv.dtype, MakeGroupTask(q + i * q_stride, s, kv, block_table, n_ctx, kvh,
+                                          PaddedRow(n_ctx - AttentionBegin(s, n_ctx)), scratch.data(),
+                                          out + i * out_stride));
+    }
   }
 }
 

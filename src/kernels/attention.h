@@ -56,6 +56,19 @@ void PagedAttention(const float* q, const AttentionShape& shape, const PagedKvVi
                     std::span<const int32_t> block_table, int64_t n_ctx, int kv_head_begin, int kv_head_end,
                     std::span<float> scratch, float* out);
 
+// Attention for n_tokens consecutive tokens of one sequence (a prefill chunk, or part of one): token i's query heads
+// at q + i * q_stride, its output at out + i * out_stride, with n_ctx_first + i positions of context. Each token's
+// result is the same bits as PagedAttention's for that token alone (the same kernel width), whatever n_tokens and
+// whichever tokens share the call: every token's rows go through the same operations in the same order; only the
+// loads of key and value rows are shared, each tile read once for up to kAttentionTokenBlock tokens rather than once
+// per token. Tokens that a sliding window cuts (window start past position 0) are computed one by one.
+// `scratch` holds at least PagedAttentionTokensScratchSize(shape, n_ctx_first + n_tokens - 1, n_tokens) floats.
+inline constexpr int kAttentionTokenBlock = 16;
+int64_t PagedAttentionTokensScratchSize(const AttentionShape& shape, int64_t n_ctx_last, int n_tokens);
+void PagedAttentionTokens(const float* q, int64_t q_stride, const AttentionShape& shape, const PagedKvView& kv,
+                          std::span<const int32_t> block_table, int64_t n_ctx_first, int n_tokens, int kv_head_begin,
+                          int kv_head_end, std::span<float> scratch, float* out, int64_t out_stride);
+
 // For tests and benchmarks: the vector lanes of the kernel in use (16: AVX-512, 8: AVX2, 4: baseline x86-64), and
 // a switch to another width this CPU runs (0: the best one); false if it cannot. Not while kernels are running.
 int PagedAttentionLanes();

@@ -154,7 +154,7 @@ PARALLM_INLINE float MaxOf(const float* x, int64_t n) {
 constexpr int kVectorRegisters = W == 16 ? 32 : 16;
 
 // The dot products of one query head (qg: QN vectors, held in registers) with the tile's W key rows, lane i of the
-// result for row i: each row's QN products accumulate in order of d (as in ScoreTile's general loop, so the same
+// result for row i: each row's QN products accumulate in order of d (as in ScoreHead's general loop, so the same
 // bits), one row after the other, reading each row through its own pointer once.
 template <int QN, class U>
 PARALLM_INLINE V ScoreRows(const float* qg, const U* const (&k)[W]) {
@@ -172,41 +172,103 @@ PARALLM_INLINE V ScoreRows(const float* qg, const U* const (&k)[W]) {
   return TransposeSum(acc);
 }
 
-// The scores of positions [j0, j0 + W) (a score row's columns) for every head of the group, from the tile's key
-// rows k[i] of element type U (f32, decoded or stored so; bf16 / int8 read directly); with kScaled (int8), the
-// rows' scales in key_scale.
+// One query head's scores (qg: head_dim floats) for the tile's W key rows k[i] of element type U (f32, decoded or
+// stored so; bf16 / int8 read directly), lane i for row i; with kScaled (int8), the rows' scales in key_scale. The
+// single-token kernel and the multi-token one both compute every score here: a score's bits depend on its query and
+// key rows alone, not on the tile's other lanes (every lane's dot product and its fold in TransposeSum are the same
+// operations), so where a position falls in a tile does not matter either.
+template <bool kScaled, class U>
+PARALLM_INLINE V ScoreHead(const float* qg, const U* const (&k)[W], int D, V key_scale, float scale) {
+  const int vec_d = D / W * W;
+  V s;
+  if (vec_d == 4 * W) {
+    s = ScoreRows<4>(qg, k);
+  } else if (vec_d == 8 * W && 8 + W <= kVectorRegisters - 4) {
+    s = ScoreRows<8>(qg, k);
+  } else {
+    V acc[W] = {};
+    for (int d = 0; d < vec_d; d += W) {
+      const V qd = Load(qg + d);
+#pragma GCC unroll 16
+      for (int i = 0; i < W; ++i) acc[i] = MulAdd(qd, LoadRow(k[i] + d), acc[i]);
+    }
+    s = TransposeSum(acc);
+  }
+  for (int d = vec_d; d < D; ++d) {
+    V kd;
+    for (int i = 0; i < W; ++i) kd[i] = Elem(k[i], d);
+    s = MulAdd(Splat(qg[d]), kd, s);
+  }
+  if constexpr (kScaled) s = s * key_scale;  // q . (scale * k) = scale * (q . k)
+  return s * scale;
+}
+
+// The scores of positions [j0, j0 + W) (a score row's columns) for every head of the group.
 template <bool kScaled, class U>
 PARALLM_INLINE void ScoreTile(const GroupTask& t, const U* const (&k)[W], int64_t j0, V key_scale) {
-  const int D = t.head_dim, vec_d = D / W * W;
   for (int g = 0; g < t.group; ++g) {
-    const float* qg = t.q + static_cast<int64_t>(g) * D;
-    V s;
-    if (vec_d == 4 * W) {
-      s = ScoreRows<4>(qg, k);
-    } else if (vec_d == 8 * W && 8 + W <= kVectorRegisters - 4) {
-      s = ScoreRows<8>(qg, k);
-    } else {
-      V acc[W] = {};
-      for (int d = 0; d < vec_d; d += W) {
-        const V qd = Load(qg + d);
-#pragma GCC unroll 16
-        for (int i = 0; i < W; ++i) acc[i] = MulAdd(qd, LoadRow(k[i] + d), acc[i]);
-      }
-      s = TransposeSum(acc);
-    }
-    for (int d = vec_d; d < D; ++d) {
-      V kd;
-      for (int i = 0; i < W; ++i) kd[i] = Elem(k[i], d);
-      s = MulAdd(Splat(qg[d]), kd, s);
-    }
-    if constexpr (kScaled) s = s * key_scale;  // q . (scale * k) = scale * (q . k)
     // A partial tile's extra lanes land in the row's padding (row_stride is a multiple of 16 >= W).
-    Store(t.scores + g * t.row_stride + j0, s * t.scale);
+    Store(t.scores + g * t.row_stride + j0,
+          ScoreHead<kScaled>(t.q + static_cast<int64_t>(g) * t.head_dim, k, t.head_dim, key_scale, t.scale));
   }
+}
+
+// Softmax of one head's score row of n positions (after soft-capping, when asked): max, exp and sum in a fixed lane
+// order, then normalized in place; columns [n, padded) (padded: n rounded up to 16) become zero weights for the
+// value pass's partial tile.
+PARALLM_INLINE void SoftmaxRow(float* row, int64_t n, int64_t padded, float softcap) {
+  if (softcap > 0)
+    for (int64_t j = 0; j < n; ++j) row[j] = softcap * std::tanh(row[j] / softcap);
+  const float inv = 1.0f / ExpShiftSum(row, n, MaxOf(row, n));
+  std::fill(row + n, row + padded, 0.0f);
+  const V inv_v = Splat(inv);  // W at a time over the padded row (the compiler left the plain loop scalar)
+  for (int64_t j = 0; j < padded; j += W) Store(row + j, Load(row + j) * inv_v);
+}
+
+// One head's output dims [d, d + W) += the tile's W weights p[i] times its value rows' dims, vd[i]: two chains (even
+// and odd positions) halve the wait on FMA latency.
+PARALLM_INLINE void AccumulateTile(const float* p, const V (&vd)[W], float* o) {
+  V even = Load(o), odd = Splat(0.0f);
+#pragma GCC unroll 16
+  for (int i = 0; i < W; i += 2) {
+    even = MulAdd(Splat(p[i]), vd[i], even);
+    odd = MulAdd(Splat(p[i + 1]), vd[i + 1], odd);
+  }
+  Store(o, even + odd);
+}
+
+// The same for one dim past the last whole vector (head_dim not a multiple of W), lane by lane.
+template <class T>
+PARALLM_INLINE void AccumulateTileDim(const float* p, const T* const (&v)[W], int d, float* o) {
+  float acc = *o;
+  for (int i = 0; i < W; ++i) acc += p[i] * Elem(v[i], d);
+  *o = acc;
 }
 
 // Head dims up to this are decoded into a tile of f32 rows (the stack buffer's size); wider ones read stored rows.
 constexpr int kMaxDecodedDim = 256;
+
+// Calls score(rows) with the tile's key rows k[i] as the score pass reads them: f32 rows as stored; bf16 and int8
+// rows decoded to f32 into `decoded` once per tile, not once per query head (the heads then read f32 rows from L1),
+// up to kMaxDecodedDim dims, wider ones as stored. Decoding is exact, so the scores are the same bits either way.
+template <class T, class F>
+PARALLM_INLINE void WithKeyRows(const T* const (&k)[W], int D, float* decoded, F&& score) {
+  if constexpr (std::is_same_v<T, float>) {
+    score(k);
+  } else if (D <= kMaxDecodedDim) {
+    const int vec_d = D / W * W;
+    const float* kf[W];
+    for (int i = 0; i < W; ++i) {
+      float* row = decoded + i * D;
+      for (int d = 0; d < vec_d; d += W) Store(row + d, LoadRow(k[i] + d));
+      for (int d = vec_d; d < D; ++d) row[d] = Elem(k[i], d);
+      kf[i] = row;
+    }
+    score(kf);
+  } else {
+    score(k);
+  }
+}
 
 // T: the stored element type (float, uint16_t for bf16, int8_t).
 template <class T>
@@ -229,38 +291,14 @@ void AttendGroup(const GroupTask& t) {
     for (int i = 0; i < W; ++i) k[i] = keys + slots[i] * t.slot_stride;
     V key_scale{};
     if constexpr (kScaled) key_scale = TileScales(t.key_scales, t.scale_stride, slots);
-    if constexpr (std::is_same_v<T, float>) {
-      ScoreTile<kScaled>(t, k, j0, key_scale);
-    } else if (D <= kMaxDecodedDim) {
-      // bf16 and int8 rows are decoded to f32 once per tile, not once per head of the group: the heads then read
-      // f32 rows from L1. Decoding is exact, so the scores are the same bits as reading the stored rows directly.
-      const float* kf[W];
-      for (int i = 0; i < W; ++i) {
-        float* row = decoded + i * D;
-        for (int d = 0; d < vec_d; d += W) Store(row + d, LoadRow(k[i] + d));
-        for (int d = vec_d; d < D; ++d) row[d] = Elem(k[i], d);
-        kf[i] = row;
-      }
-      ScoreTile<kScaled>(t, kf, j0, key_scale);
-    } else {
-      ScoreTile<kScaled>(t, k, j0, key_scale);
-    }
+    WithKeyRows(k, D, decoded, [&](const auto& rows) { ScoreTile<kScaled>(t, rows, j0, key_scale); });
   }
 
   for (int tile = 0; tile < kPrefetchTiles; ++tile)  // step 3's first tiles, while the softmax runs
     PrefetchTile(t, values, kScaled ? t.value_scales : nullptr, t.begin + tile * W);
 
-  // 2. Softmax of each head's row (after soft-capping, when asked): max, exp and sum in a fixed lane order, then
-  // normalized in place; the padding after n_ctx becomes zero weights for step 3's partial tile.
-  for (int g = 0; g < t.group; ++g) {
-    float* row = t.scores + g * t.row_stride;
-    if (t.softcap > 0)
-      for (int64_t j = 0; j < n_ctx; ++j) row[j] = t.softcap * std::tanh(row[j] / t.softcap);
-    const float inv = 1.0f / ExpShiftSum(row, n_ctx, MaxOf(row, n_ctx));
-    std::fill(row + n_ctx, row + t.row_stride, 0.0f);
-    const V inv_v = Splat(inv);  // W at a time over the padded row (the compiler left the plain loop scalar)
-    for (int64_t j = 0; j < t.row_stride; j += W) Store(row + j, Load(row + j) * inv_v);
-  }
+  // 2. Softmax of each head's row.
+  for (int g = 0; g < t.group; ++g) SoftmaxRow(t.scores + g * t.row_stride, n_ctx, t.row_stride, t.softcap);
 
   // 3. out[g] = sum over positions of p[g][j] * v[j], W positions at a time: W dims of the tile's W value rows are
   // loaded into registers once and used by every head of the group; each head's sums run in a fixed order.
@@ -282,25 +320,222 @@ void AttendGroup(const GroupTask& t) {
       V vd[W];
 #pragma GCC unroll 16
       for (int i = 0; i < W; ++i) vd[i] = LoadRow(v[i] + d);
-      for (int g = 0; g < t.group; ++g) {
-        const float* p = t.scores + g * t.row_stride + j0;
-        float* o = t.out + static_cast<int64_t>(g) * D + d;
-        // Two chains (even and odd positions) halve the wait on FMA latency.
-        V even = Load(o), odd = Splat(0.0f);
+      for (int g = 0; g < t.group; ++g)
+        AccumulateTile(t.scores + g * t.row_stride + j0, vd, t.out + static_cast<int64_t>(g) * D + d);
+    }
+    for (int d = vec_d; d < D; ++d)
+      for (int g = 0; g < t.group; ++g)
+        AccumulateTileDim(t.scores + g * t.row_stride + j0, v, d, t.out + static_cast<int64_t>(g) * D + d);
+  }
+}
+
+// The scores of R query heads (q[r]: head_dim floats) for one tile from its key rows transposed (kt: [D][W] floats,
+// position i of dim d at kt[d * W + i], decoded to f32), stored at out[r]: the same operations as ScoreHead's, each
+// lane's chain over d and the fold of TransposeSum, with positions in lanes instead of dims. ScoreHead's lane l of
+// position i is the chain over c of q[c * W + l] * k_i[c * W + l]; here that is lane i of Leaf<l>, and
+// TransposeSum's levels (lane l plus lane l + W/2, then l + W/4, ...) are Fold's: Fold<l, s> = Fold<l, 2s> +
+// Fold<l + s, 2s> down to the leaves at s = W. The tail dims, the int8 scale and `scale` follow in ScoreHead's order.
+// The tile's rows then serve R heads from registers, and no lanes are shuffled.
+template <int R, int QN>
+struct TransposedScores {
+  const float* kt;
+  const float* const (&q)[R];
+
+  template <int L>
+  PARALLM_INLINE void Leaf(V (&p)[R]) const {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) p[r] = V{};
 #pragma GCC unroll 16
-        for (int i = 0; i < W; i += 2) {
-          even = MulAdd(Splat(p[i]), vd[i], even);
-          odd = MulAdd(Splat(p[i + 1]), vd[i + 1], odd);
+    for (int c = 0; c < QN; ++c) {
+      const V k = Load(kt + (c * W + L) * W);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) p[r] = MulAdd(Splat(q[r][c * W + L]), k, p[r]);
+    }
+  }
+
+  template <int L, int S>
+  PARALLM_INLINE void Fold(V (&out)[R]) const {
+    if constexpr (S == W) {
+      Leaf<L>(out);
+    } else {
+      V b[R];
+      Fold<L, 2 * S>(out);
+      Fold<L + S, 2 * S>(b);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) out[r] = out[r] + b[r];
+    }
+  }
+};
+
+template <bool kScaled, int R, int QN>
+PARALLM_INLINE void ScoreHeadsTransposed(const float* const (&q)[R], const float* kt, int D, V key_scale, float scale,
+                                         float* const (&out)[R]) {
+  V s[R];
+  TransposedScores<R, QN>{kt, q}.template Fold<0, 1>(s);
+  if constexpr (QN * W < kMaxDecodedDim) {  // (at kMaxDecodedDim, D is that: no tail)
+    for (int d = QN * W; d < D; ++d) {
+      const V kd = Load(kt + d * W);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) s[r] = MulAdd(Splat(q[r][d]), kd, s[r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    V x = s[r];
+    if constexpr (kScaled) x = x * key_scale;
+    Store(out[r], x * scale);
+  }
+}
+
+// Rows of a tile's scores, R at a time with the R fitting the registers (each head's partial folds and the leaf's
+// accumulators live together); QN: whole vectors in head_dim. Rows are (token, head) pairs walked in order.
+template <bool kScaled, int QN>
+PARALLM_INLINE void ScoreRowsTransposed(const TokensTask& m, int first_token, int64_t j0, const float* kt,
+                                        V key_scale) {
+  const GroupTask& t = m.last;
+  constexpr int R = W == 16 ? 4 : 2;
+  const int D = t.head_dim, G = t.group;
+  int i = first_token, g = 0;
+  int left = (m.n_tokens - first_token) * G;
+  auto next = [&](const float*& q, float*& out) {
+    q = m.q + i * m.q_stride + g * D;
+    out = t.scores + (static_cast<int64_t>(i) * G + g) * t.row_stride + j0;
+    if (++g == G) {
+      g = 0;
+      ++i;
+    }
+  };
+  for (; left >= R; left -= R) {
+    const float* q[R];
+    float* out[R];
+    for (int r = 0; r < R; ++r) next(q[r], out[r]);
+    ScoreHeadsTransposed<kScaled, R, QN>(q, kt, D, key_scale, t.scale, out);
+  }
+  for (; left > 0; --left) {
+    const float* q[1];
+    float* out[1];
+    next(q[0], out[0]);
+    ScoreHeadsTransposed<kScaled, 1, QN>(q, kt, D, key_scale, t.scale, out);
+  }
+}
+
+// The tile's key rows k[i], decoded to f32 and transposed: kt[d * W + i] = dim d of row i (D <= kMaxDecodedDim).
+template <class T>
+PARALLM_INLINE void TransposeKeyTile(const T* const (&k)[W], int D, float* kt) {
+  for (int i = 0; i < W; ++i)
+    for (int d = 0; d < D; ++d) kt[d * W + i] = Elem(k[i], d);
+}
+
+// Consecutive tokens of one sequence for one KV head (TokensTask): the rows of every token's group are computed
+// against each tile together, so a tile's key and value rows come from memory once for all of them rather than once
+// per token. Every row (a token's query head) sees exactly AttendGroup's operations for its
+// token alone: the same tiles (from position 0), its scores from ScoreHead (whose bits do not depend on the lane),
+// SoftmaxRow over its own positions and padding, and AccumulateTile over its own tiles, the last of them partial
+// as AttendGroup's is: the lanes past the token's end hold position j0's value row (and scale) and zero weights.
+template <class T>
+void AttendTokens(const TokensTask& m) {
+  constexpr bool kScaled = std::is_same_v<T, int8_t>;
+  const GroupTask& t = m.last;
+  const T* keys = static_cast<const T*>(t.keys);
+  const T* values = static_cast<const T*>(t.values);
+  int64_t slots[W];
+  const int D = t.head_dim, vec_d = D / W * W, G = t.group;
+  const int64_t n_first = t.n_ctx - (m.n_tokens - 1);  // token i attends to positions [0, n_first + i)
+  // Token i's head g: query m.q + i * q_stride + g * D, output likewise, scores at row i * G + g.
+  auto scores = [&](int i, int g) { return t.scores + (static_cast<int64_t>(i) * G + g) * t.row_stride; };
+  // Tokens [first_token(j0), n_tokens) see position j0; tokens from full_token(j0) on see all of [j0, j0 + W).
+  auto first_token = [&](int64_t j0) { return static_cast<int>(std::clamp<int64_t>(j0 + 1 - n_first, 0, m.n_tokens)); };
+  auto full_token = [&](int64_t j0) { return static_cast<int>(std::clamp<int64_t>(j0 + W - n_first, 0, m.n_tokens)); };
+
+  // 1. Scores, W positions at a time, for every row that sees the tile (past a row's end: padding, zeroed in 2.).
+  alignas(64) float decoded[std::is_same_v<T, float> ? 1 : W * kMaxDecodedDim];
+  // Head dims of 4, 8 or 16 whole vectors (and a tail) up to kMaxDecodedDim: the tile transposed.
+  const bool transposed = D <= kMaxDecodedDim && (vec_d == 4 * W || vec_d == 8 * W || vec_d == 16 * W);
+  alignas(64) float kt[W * kMaxDecodedDim];
+  for (int64_t j0 = 0; j0 < t.n_ctx; j0 += W) {
+    const int n = static_cast<int>(std::min<int64_t>(W, t.n_ctx - j0));
+    PrefetchTile(t, keys, kScaled ? t.key_scales : nullptr, j0 + kPrefetchTiles * W);
+    TileSlots(t, j0, n, slots);
+    const T* k[W];
+    for (int i = 0; i < W; ++i) k[i] = keys + slots[i] * t.slot_stride;
+    V key_scale{};
+    if constexpr (kScaled) key_scale = TileScales(t.key_scales, t.scale_stride, slots);
+    if (transposed) {
+      TransposeKeyTile(k, D, kt);
+      switch (vec_d / W) {
+        case 4: ScoreRowsTransposed<kScaled, 4>(m, first_token(j0), j0, kt, key_scale); break;
+        case 8: ScoreRowsTransposed<kScaled, 8>(m, first_token(j0), j0, kt, key_scale); break;
+        default: ScoreRowsTransposed<kScaled, 16>(m, first_token(j0), j0, kt, key_scale); break;
+      }
+      continue;
+    }
+    WithKeyRows(k, D, decoded, [&](const auto& kr) {
+      for (int i = first_token(j0); i < m.n_tokens; ++i) {
+        const float* q = m.q + i * m.q_stride;
+        float* row = scores(i, 0) + j0;
+        for (int g = 0; g < G; ++g, q += D, row += t.row_stride)
+          Store(row, ScoreHead<kScaled>(q, kr, D, key_scale, t.scale));
+      }
+    });
+  }
+
+  for (int tile = 0; tile < kPrefetchTiles; ++tile)
+    PrefetchTile(t, values, kScaled ? t.value_scales : nullptr, tile * W);
+
+  // 2. Softmax of each row over its own positions; its padding (to 16) zeroed as AttendGroup's is.
+  for (int i = 0; i < m.n_tokens; ++i) {
+    const int64_t n = n_first + i;
+    for (int g = 0; g < G; ++g) SoftmaxRow(scores(i, g), n, (n + 15) / 16 * 16, t.softcap);
+    for (int g = 0; g < G; ++g) std::fill_n(m.out + i * m.out_stride + g * D, D, 0.0f);
+  }
+
+  // 3. The weighted sums of the value rows, W positions at a time: W dims of the tile's W value rows are loaded into
+  // registers once for every row that sees the tile.
+  for (int64_t j0 = 0; j0 < t.n_ctx; j0 += W) {
+    const int n = static_cast<int>(std::min<int64_t>(W, t.n_ctx - j0));
+    PrefetchTile(t, values, kScaled ? t.value_scales : nullptr, j0 + kPrefetchTiles * W);
+    TileSlots(t, j0, n, slots);
+    const T* v[W];
+    for (int i = 0; i < W; ++i) v[i] = values + slots[i] * t.slot_stride;
+    // Tokens in [i0, i_full) end inside this tile, after used(i) of its positions.
+    const int i0 = first_token(j0), i_full = full_token(j0);
+    auto used = [&](int i) { return static_cast<int>(n_first + i - j0); };
+    if constexpr (kScaled) {
+      const V value_scale = TileScales(t.value_scales, t.scale_stride, slots);
+      for (int i = i0; i < m.n_tokens; ++i) {
+        V scale = value_scale;
+        if (i < i_full)
+          for (int l = used(i); l < W; ++l) scale[l] = value_scale[0];
+        for (int g = 0; g < G; ++g) {
+          float* p = scores(i, g) + j0;
+          Store(p, Load(p) * scale);
         }
-        Store(o, even + odd);
+      }
+    }
+    for (int d = 0; d < vec_d; d += W) {
+      V vd[W];
+#pragma GCC unroll 16
+      for (int l = 0; l < W; ++l) vd[l] = LoadRow(v[l] + d);
+      for (int i = i_full; i < m.n_tokens; ++i) {
+        const float* p = scores(i, 0) + j0;
+        float* o = m.out + i * m.out_stride + d;
+        for (int g = 0; g < G; ++g, p += t.row_stride, o += D) AccumulateTile(p, vd, o);
+      }
+      for (int i = i0; i < i_full; ++i) {
+        V vr[W];
+        const int u = used(i);
+        for (int l = 0; l < W; ++l) vr[l] = l < u ? vd[l] : vd[0];
+        const float* p = scores(i, 0) + j0;
+        float* o = m.out + i * m.out_stride + d;
+        for (int g = 0; g < G; ++g, p += t.row_stride, o += D) AccumulateTile(p, vr, o);
       }
     }
     for (int d = vec_d; d < D; ++d)
-      for (int g = 0; g < t.group; ++g) {
-        const float* p = t.scores + g * t.row_stride + j0;
-        float acc = t.out[static_cast<int64_t>(g) * D + d];
-        for (int i = 0; i < W; ++i) acc += p[i] * Elem(v[i], d);
-        t.out[static_cast<int64_t>(g) * D + d] = acc;
+      for (int i = i0; i < m.n_tokens; ++i) {
+        const T* vr[W];
+        const int u = i < i_full ? used(i) : W;
+        for (int l = 0; l < W; ++l) vr[l] = l < u ? v[l] : v[0];
+        for (int g = 0; g < G; ++g) AccumulateTileDim(scores(i, g) + j0, vr, d, m.out + i * m.out_stride + g * D + d);
       }
   }
 }

@@ -461,12 +461,13 @@ void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits
   if (c.final_softcap > 0) SoftCap(logits, n_out * c.vocab, c.final_softcap);
 }
 
-// Causal grouped-query attention for every token, split into (token, KV head) tasks across threads; each
-// token reads keys and values through its sequence's block table. A (token, head) result depends only on that
-// token's sequence, whatever the batch or the split.
+// Causal grouped-query attention for every token, split into tasks across threads: one per KV head and run of
+// consecutive tokens of one sequence (a prefill chunk goes in runs of kAttentionTokenBlock tokens, which read each
+// key and value row once per run; a decode token alone), heaviest first so that the threads finish together. Each
+// token reads keys and values through its sequence's block table, and its result depends only on that token's
+// sequence (PagedAttentionTokens gives a token the same bits in any run as alone), whatever the batch or the split.
 void Model::Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, ThreadPool* pool) {
   const ModelConfig& c = loaded_.config;
-  const int64_t T = batch.num_tokens();
   const int64_t Q = c.q_dim();
   const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, c.AttentionScale(),
                              c.LayerIsSliding(layer) ? c.sliding_window : 0, c.attn_softcap};
@@ -474,19 +475,44 @@ void Model::Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, 
   const int n_threads = pool ? pool->num_threads() : 1;
   if (static_cast<int>(scores_.size()) < n_threads) scores_.resize(static_cast<size_t>(n_threads));
 
+  attention_runs_.clear();
+  for (const SequenceSlice& seq : batch.sequences) {
+    for (int32_t i = 0; i < seq.num_tokens;) {
+      // A run: up to kAttentionTokenBlock tokens at consecutive positions.
+      const int32_t first = seq.token_begin + i;
+      int32_t n = 1;
+      while (n < kAttentionTokenBlock && i + n < seq.num_tokens &&
+             batch.positions[static_cast<size_t>(first + n)] == batch.positions[static_cast<size_t>(first)] + n)
+        ++n;
+      const int64_t last_ctx = batch.positions[static_cast<size_t>(first + n - 1)] + 1;
+      for (int kvh = 0; kvh < c.n_kv_heads; ++kvh) attention_runs_.push_back({first, n, kvh, n * last_ctx});
+      i += n;
+    }
+  }
+  std::stable_sort(attention_runs_.begin(), attention_runs_.end(),
+                   [](const AttentionRun& a, const AttentionRun& b) { return a.cost > b.cost; });
+
   auto task = [&](int64_t index, int thread) {
-    const int64_t t = index / c.n_kv_heads;
-    const int kvh = static_cast<int>(index % c.n_kv_heads);
+    const AttentionRun& run = attention_runs_[static_cast<size_t>(index)];
+    const int64_t t = run.first_token;
     const SequenceSlice& seq = batch.sequences[static_cast<size_t>(token_seq_[static_cast<size_t>(t)])];
     const int64_t n_ctx = batch.positions[static_cast<size_t>(t)] + 1;  // causal: positions [0, pos]
-    PARALLM_CHECK(n_ctx <= seq.context_len);
-    PARALLM_CHECK(n_ctx <= static_cast<int64_t>(seq.block_table.size()) * view.block_size);
+    const int64_t n_ctx_last = n_ctx + run.num_tokens - 1;
+    PARALLM_CHECK(n_ctx_last <= seq.context_len);
+    PARALLM_CHECK(n_ctx_last <= static_cast<int64_t>(seq.block_table.size()) * view.block_size);
     std::vector<float>& scores = scores_[static_cast<size_t>(thread)];
-    const int64_t scratch = PagedAttentionScratchSize(shape, n_ctx);
+    const int64_t scratch = run.num_tokens == 1 ? PagedAttentionScratchSize(shape, n_ctx)
+                                                : PagedAttentionTokensScratchSize(shape, n_ctx_last, run.num_tokens);
     if (static_cast<int64_t>(scores.size()) < scratch) scores.resize(static_cast<size_t>(scratch));
-    PagedAttention(q_.data() + t * Q, shape, view, seq.block_table, n_ctx, kvh, kvh + 1, scores, attn_.data() + t * Q);
+    if (run.num_tokens == 1) {
+      PagedAttention(q_.data() + t * Q, shape, view, seq.block_table, n_ctx, run.kv_head, run.kv_head + 1, scores,
+                     attn_.data() + t * Q);
+    } else {
+      PagedAttentionTokens(q_.data() + t * Q, Q, shape, view, seq.block_table, n_ctx, run.num_tokens, run.kv_head,
+                           run.kv_head + 1, scores, attn_.data() + t * Q, Q);
+    }
   };
-  const int64_t n_tasks = T * c.n_kv_heads;
+  const int64_t n_tasks = static_cast<int64_t>(attention_runs_.size());
   if (pool != nullptr) {
     pool->ParallelFor(n_tasks, task);
   } else {

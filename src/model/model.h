@@ -75,6 +75,13 @@ class Model {
   std::vector<MatMulGroupOut> expert_products_;  // a sparse layer's per-expert products (gate and up, then down)
   LoraBatch lora_;  // the step's tokens grouped by LoRA adapter (empty when every sequence runs the base model)
   std::vector<std::vector<float>> scores_;  // per thread: attention scratch (scores of a KV head's query heads)
+  // A step's attention work, one entry per KV head and run of consecutive tokens of one sequence (a decode token
+  // alone, a prefill chunk in runs of kAttentionTokenBlock), heaviest first (Model::Attention).
+  struct AttentionRun {
+    int32_t first_token, num_tokens, kv_head;
+    int64_t cost;  // positions read over the run's tokens
+  };
+  std::vector<AttentionRun> attention_runs_;
 };
 
 }  // namespace parallm

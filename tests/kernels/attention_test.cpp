@@ -1,8 +1,11 @@
 // PagedAttention against its scalar reference twin, on ragged shapes and scattered block tables (with sliding
 // windows and soft-capping too), and the properties the engine needs: a head's result does not depend on how the KV
 // heads are split, on what else is in the scratch buffer, or on the other heads' queries. Keys and values stored as
-// bf16 and int8 (KvDtype) too: against the twin, and close to the f32 result.
+// bf16 and int8 (KvDtype) too: against the twin, and close to the f32 result. PagedAttentionTokens (a prefill chunk's
+// tokens together): each token the same bits as alone, in any run of tokens.
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <tuple>
@@ -248,6 +251,166 @@ TEST(KvDtypeTest, Conversions) {
   EXPECT_EQ(ParseKvDtype("int8"), KvDtype::kInt8);
   EXPECT_EQ(ParseKvDtype("fp8"), std::nullopt);
 }
+
+// PagedAttentionTokens: consecutive tokens of one sequence (a prefill chunk) computed together give every token the
+// same bits as PagedAttention for that token alone, at every kernel width, whatever the chunk's length and however
+// the chunk is split into calls; and they match the scalar twin token by token.
+struct TokensCase {
+  Case c;  // c.n_ctx: the chunk's last token's context
+  int n_tokens;
+  KvDtype dtype = KvDtype::kF32;
+};
+
+void PrintTo(const TokensCase& t, std::ostream* os) {
+  PrintTo(t.c, os);
+  *os << ", " << t.n_tokens << " tokens, " << KvDtypeName(t.dtype);
+}
+
+class PagedAttentionTokensTest : public ::testing::TestWithParam<TokensCase> {
+ protected:
+  // Queries of the chunk's tokens, one row of n_heads * head_dim each with `pad` floats after it (the model's q rows
+  // are q_dim apart, its output rows likewise).
+  void SetUp() override {
+    const TokensCase& t = GetParam();
+    f_ = std::make_unique<Fixture>(t.c, 7, t.dtype);
+    width_ = static_cast<int64_t>(t.c.n_heads) * t.c.head_dim;
+    stride_ = width_ + 3;
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal;
+    q_.resize(static_cast<size_t>(t.n_tokens * stride_));
+    for (float& x : q_) x = normal(rng);
+  }
+
+  int64_t FirstCtx() const { return GetParam().c.n_ctx - GetParam().n_tokens + 1; }
+
+  // Token i alone through PagedAttention.
+  std::vector<float> Alone(int i) const {
+    const int64_t n_ctx = FirstCtx() + i;
+    std::vector<float> out(static_cast<size_t>(width_));
+    std::vector<float> scratch(static_cast<size_t>(PagedAttentionScratchSize(f_->shape, n_ctx)));
+    PagedAttention(q_.data() + i * stride_, f_->shape, f_->kv, f_->table, n_ctx, 0, f_->c.n_kv_heads, scratch,
+                   out.data());
+    return out;
+  }
+
+  // Tokens [i0, i0 + n) through one PagedAttentionTokens call over f's keys and values for KV heads
+  // [kv_begin, kv_end), into `out` ([n_tokens, stride_]), with scratch left dirty.
+  void Chunk(const Fixture& f, int i0, int n, int kv_begin, int kv_end, std::vector<float>& out) const {
+    const int64_t first = FirstCtx() + i0;
+    std::vector<float> scratch(
+        static_cast<size_t>(PagedAttentionTokensScratchSize(f.shape, first + n - 1, n) + 17), 1e30f);
+    PagedAttentionTokens(q_.data() + i0 * stride_, stride_, f.shape, f.kv, f.table, first, n, kv_begin, kv_end,
+                         scratch, out.data() + i0 * stride_, stride_);
+  }
+
+  // Every token's output in `out` equals its PagedAttention result alone, bit for bit.
+  void ExpectSameAsAlone(const std::vector<float>& out, const std::string& how) const {
+    for (int i = 0; i < GetParam().n_tokens; ++i) {
+      const std::vector<float> alone = Alone(i);
+      for (int64_t e = 0; e < width_; ++e)
+        ASSERT_EQ(out[static_cast<size_t>(i * stride_ + e)], alone[static_cast<size_t>(e)])
+            << how << ": token " << i << ", element " << e;
+    }
+  }
+
+  std::unique_ptr<Fixture> f_;
+  std::vector<float> q_;
+  int64_t width_ = 0, stride_ = 0;
+};
+
+TEST_P(PagedAttentionTokensTest, SameBitsAsAloneAndMatchesReference) {
+  const TokensCase& t = GetParam();
+  const int n = t.n_tokens;
+  // The scalar twin, token by token.
+  std::vector<std::vector<float>> ref(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const int64_t n_ctx = FirstCtx() + i;
+    ref[static_cast<size_t>(i)].resize(static_cast<size_t>(width_));
+    std::vector<float> scratch(static_cast<size_t>(n_ctx));
+    ref::PagedAttention(q_.data() + i * stride_, f_->shape, f_->kv, f_->table, n_ctx, 0, t.c.n_kv_heads, scratch,
+                        ref[static_cast<size_t>(i)].data());
+  }
+  ForEachWidth([&] {
+    // The whole chunk in one call.
+    std::vector<float> whole(q_.size(), NAN);
+    Chunk(*f_, 0, n, 0, t.c.n_kv_heads, whole);
+    ExpectSameAsAlone(whole, "one call");
+    for (int i = 0; i < n; ++i)
+      for (int64_t e = 0; e < width_; ++e) {
+        const float r = ref[static_cast<size_t>(i)][static_cast<size_t>(e)];
+        ASSERT_NEAR(whole[static_cast<size_t>(i * stride_ + e)], r, 1e-5f * (1 + std::abs(r))) << i << ", " << e;
+      }
+    // Ragged runs (1, 2, 3, ... tokens) with the KV heads split in two calls: the same bits.
+    std::vector<float> runs(q_.size(), NAN);
+    for (int i0 = 0, len = 1; i0 < n; i0 += len, ++len) {
+      const int m = std::min(len, n - i0), split = t.c.n_kv_heads / 2;
+      Chunk(*f_, i0, m, 0, split, runs);
+      Chunk(*f_, i0, m, split, t.c.n_kv_heads, runs);
+    }
+    EXPECT_EQ(std::memcmp(runs.data(), whole.data(), runs.size() * sizeof(float)), 0);  // NaN padding alike
+  });
+}
+
+// A token's result does not read the keys and values of later positions, even those of its own chunk: with the
+// chunk's last position's key and value rows made NaN, every earlier token keeps its bits.
+TEST_P(PagedAttentionTokensTest, IgnoresLaterPositions) {
+  const TokensCase& t = GetParam();
+  if (t.n_tokens < 2) GTEST_SKIP();
+  Fixture poisoned(t.c, 7);
+  const int64_t j = t.c.n_ctx - 1;
+  const int64_t block = poisoned.table[static_cast<size_t>(j / t.c.block_size)];
+  const int64_t slot = block * t.c.block_size + j % t.c.block_size;
+  std::fill_n(poisoned.keys.data() + slot * poisoned.kv.slot_stride, poisoned.kv.slot_stride, NAN);
+  std::fill_n(poisoned.values.data() + slot * poisoned.kv.slot_stride, poisoned.kv.slot_stride, NAN);
+  if (t.dtype != KvDtype::kF32) poisoned.Store(t.dtype);
+  if (t.dtype == KvDtype::kInt8) {  // int8 keeps the NaN in the rows' scales (the codes of NaN are whatever)
+    std::fill_n(poisoned.key_scales.data() + slot * t.c.n_kv_heads, t.c.n_kv_heads, NAN);
+    std::fill_n(poisoned.value_scales.data() + slot * t.c.n_kv_heads, t.c.n_kv_heads, NAN);
+  }
+  ForEachWidth([&] {
+    std::vector<float> before(q_.size(), 0.0f), after(q_.size(), 0.0f);
+    Chunk(*f_, 0, t.n_tokens, 0, t.c.n_kv_heads, before);
+    Chunk(poisoned, 0, t.n_tokens, 0, t.c.n_kv_heads, after);
+    const size_t earlier = static_cast<size_t>((t.n_tokens - 1) * stride_);
+    EXPECT_EQ(std::memcmp(before.data(), after.data(), earlier * sizeof(float)), 0);
+    EXPECT_TRUE(std::isnan(after[earlier]));  // the last token does read it
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Chunks, PagedAttentionTokensTest,
+    ::testing::Values(
+        // The 0.5B shape: a whole prompt from position 0 (past one block of 16 tokens), chunks later in a context,
+        // ends on and off tile and block edges.
+        TokensCase{Case{14, 2, 64, 16, 40}, 40}, TokensCase{Case{14, 2, 64, 16, 300}, 37},
+        TokensCase{Case{14, 2, 64, 16, 17}, 2}, TokensCase{Case{14, 2, 64, 32, 129}, 33},
+        TokensCase{Case{14, 2, 64, 16, 64}, 1},
+        // Other groups, head dims not a multiple of a vector, odd block sizes; head dims of 8 vectors of some width.
+        TokensCase{Case{8, 4, 8, 16, 37}, 37}, TokensCase{Case{6, 3, 50, 5, 61}, 20},
+        TokensCase{Case{21, 3, 72, 7, 45}, 45}, TokensCase{Case{8, 1, 64, 3, 33}, 9},
+        TokensCase{Case{4, 2, 128, 16, 70}, 19}, TokensCase{Case{1, 1, 8, 16, 23}, 23},
+        // Sliding windows the chunk crosses (tokens before and after the window's start moving off position 0),
+        // lies past, or never reaches; soft-capping alone and with a window.
+        TokensCase{Case{14, 2, 64, 16, 80, 37}, 60}, TokensCase{Case{8, 4, 8, 16, 37, 5}, 10},
+        TokensCase{Case{6, 3, 50, 5, 61, 16}, 30}, TokensCase{Case{14, 2, 64, 16, 50, 100}, 50},
+        TokensCase{Case{14, 2, 64, 16, 300, 0, 1.0f}, 21}, TokensCase{Case{6, 3, 50, 5, 61, 17, 2.0f}, 25},
+        // bf16 and int8 keys and values: decoded tiles (up to 256 dims) and rows read as stored (264).
+        TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kBf16},
+        TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kInt8},
+        TokensCase{Case{6, 3, 50, 5, 61, 16}, 30, KvDtype::kInt8},
+        TokensCase{Case{21, 3, 72, 7, 45, 0, 2.0f}, 20, KvDtype::kBf16},
+        TokensCase{Case{8, 1, 64, 3, 33}, 9, KvDtype::kInt8}, TokensCase{Case{4, 1, 264, 8, 40}, 18, KvDtype::kInt8},
+        TokensCase{Case{4, 1, 264, 8, 40}, 18, KvDtype::kBf16}),
+    [](const auto& info) {
+      const TokensCase& t = info.param;
+      const Case& c = t.c;
+      std::ostringstream name;
+      name << KvDtypeName(t.dtype) << "_h" << c.n_heads << "kv" << c.n_kv_heads << "_d" << c.head_dim << "_b"
+           << c.block_size << "_ctx" << c.n_ctx << "_n" << t.n_tokens;
+      if (c.window > 0) name << "_win" << c.window;
+      if (c.softcap > 0) name << "_cap" << static_cast<int>(c.softcap);
+      return name.str();
+    });
 
 // A window covers exactly the last `window` positions: keys and values before it may hold anything (here NaN) without
 // changing a bit of the result, and a window of at least n_ctx is the same as none.

@@ -237,20 +237,10 @@ class Model::Ops final : public LayerOps {
     Resize(m_.moe_gate_, A * F);
     Resize(m_.moe_up_, A * F);
     float *y = m_.moe_y_.data(), *g = m_.moe_gate_.data(), *u = m_.moe_up_.data();
-    // The weighted combine back moves A rows of H floats (2 MB a layer at 64 sequences): over the pool in contiguous
-    // ranges when the batch is large (each row's operations are the same).
-    const int64_t parts = pool_ != nullptr && T_ >= 8 ? std::min<int64_t>(pool_->num_threads() * 2, T_) : 1;
-    auto split = [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-      if (parts == 1) return fn(0, n);
-      pool_->ParallelFor(parts, [&](int64_t part, int) {
-        auto [b, e] = SplitRange(n, parts, part);
-        fn(b, e);
-      });
-    };
     // All active experts in two parallel loops over (expert, row block) work items: gate and up of every expert
     // over the tokens gathered in expert order (each token quantized once, not once per expert it went to), the
-    // activation, then every expert's down. With one or two tokens an
-    // expert (decode) each product is small, so only the whole layer's work cut in blocks keeps the threads busy.
+    // activation, then every expert's down. With one or two tokens an expert (decode) each product is small, so
+    // only the whole layer's work cut in blocks keeps the threads busy.
     // Each output is what a MatMul of the expert over its group gives, bit for bit, however the work is cut.
     std::vector<MatMulGroupOut>& products = m_.expert_products_;
     products.clear();
@@ -288,10 +278,11 @@ class Model::Ops final : public LayerOps {
       }
       GatedMlp(moe.shared_gate, moe.shared_up, moe.shared_down, in, T_, m_.gate_.data(), m_.up_.data(), sh, pool_);
     }
-    // The combine: per token its experts' rows in rank order, then the shared expert's (WeightedRowSum's order).
+    // The combine: per token its experts' rows in rank order, then the shared expert's (WeightedRowSum's order). It
+    // moves A rows of H floats (2 MB a layer at 64 sequences), so it runs over the pool in token ranges.
     constexpr int64_t kMaxTerms = 64;
     PARALLM_CHECK(k + 1 <= kMaxTerms);
-    split(T_, [&](int64_t t0, int64_t t1) {
+    ForTokenRanges([&](int64_t t0, int64_t t1) {
       const float* rows[kMaxTerms];
       float weights[kMaxTerms];
       for (int64_t t = t0; t < t1; ++t) {
@@ -310,7 +301,8 @@ class Model::Ops final : public LayerOps {
 
  private:
   // fn(t0, t1) over the step's tokens [0, T): in contiguous ranges over the pool when the batch is large enough to
-  // pay for the hand-off (a 512-token prefill spent ~3% of its time in one thread's norms), else at once. Each
+  // pay for the hand-off (a 512-token prefill spent ~3% of its time in one thread's norms), else at once. Norms,
+  // residual adds and the experts' combine use it. Each
   // token's operations are the same however the tokens are cut.
   void ForTokenRanges(const std::function<void(int64_t, int64_t)>& fn) {
     const int64_t parts = pool_ != nullptr && T_ >= 8 ? std::min<int64_t>(pool_->num_threads() * 2, T_) : 1;

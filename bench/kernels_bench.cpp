@@ -160,6 +160,44 @@ void BM_MatMul(benchmark::State& state, WType t, IsaPath isa, Shape s, int64_t n
   ForceIsa(BestSupportedIsa());
 }
 
+// A paged KV cache of n_blocks blocks with random keys and values (drawn from rng), stored as `dtype` as the cache
+// stores it (bf16 or int8 rows; int8 with one scale per slot and KV head); view() is what the kernels read.
+struct RandomKvCache {
+  RandomKvCache(int64_t n_blocks, int block_size, int n_kv_heads, int head_dim, KvDtype dtype, std::mt19937& rng)
+      : slot_floats(n_kv_heads * head_dim), block_size(block_size), dtype(dtype) {
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    keys.resize(static_cast<size_t>(n_blocks * block_size * slot_floats));
+    values.resize(keys.size());
+    for (float& v : keys) v = dist(rng);
+    for (float& v : values) v = dist(rng);
+    if (dtype == KvDtype::kF32) return;
+    const size_t rows = keys.size() / head_dim, row_bytes = head_dim * KvElementBytes(dtype);
+    const bool scaled = dtype == KvDtype::kInt8;
+    stored_keys.resize(rows * row_bytes);
+    stored_values.resize(rows * row_bytes);
+    key_scales.resize(scaled ? rows : 0);
+    value_scales.resize(key_scales.size());
+    for (size_t r = 0; r < rows; ++r) {
+      EncodeKvRow(dtype, keys.data() + r * head_dim, head_dim, stored_keys.data() + r * row_bytes,
+                  scaled ? &key_scales[r] : nullptr);
+      EncodeKvRow(dtype, values.data() + r * head_dim, head_dim, stored_values.data() + r * row_bytes,
+                  scaled ? &value_scales[r] : nullptr);
+    }
+  }
+  PagedKvView view() const {
+    if (dtype == KvDtype::kF32) return PagedKvView{keys.data(), values.data(), slot_floats, block_size};
+    return PagedKvView{stored_keys.data(), stored_values.data(), slot_floats, block_size, dtype, key_scales.data(),
+                       value_scales.data()};
+  }
+
+  int64_t slot_floats;
+  int block_size;
+  KvDtype dtype;
+  std::vector<float> keys, values;
+  std::vector<char> stored_keys, stored_values;
+  std::vector<float> key_scales, value_scales;
+};
+
 // One decode token for each of `seqs` sequences of n_ctx positions, all KV heads, on the 0.5B attention shape.
 // One sequence's keys and values (n_ctx KiB) stay in cache across iterations: the kernel's compute ceiling. 64
 // sequences' (64 x 512 KiB) do not: the batched-decode case, where every key and value comes from memory.
@@ -174,9 +212,8 @@ void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int se
   const int64_t slot_floats = n_kv_heads * head_dim, q_floats = n_heads * head_dim;
   std::mt19937 rng(3);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> keys(static_cast<size_t>(n_blocks * block_size * slot_floats)), values(keys.size());
-  for (float& v : keys) v = dist(rng);
-  for (float& v : values) v = dist(rng);
+  const RandomKvCache cache(n_blocks, block_size, n_kv_heads, head_dim, dtype, rng);
+  const PagedKvView kv = cache.view();
   // Sequences' blocks scattered over the storage, as a cache that has served many requests leaves them.
   std::vector<int32_t> order(static_cast<size_t>(n_blocks));
   for (int64_t b = 0; b < n_blocks; ++b) order[static_cast<size_t>(b)] = static_cast<int32_t>(b);
@@ -184,24 +221,6 @@ void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int se
   std::vector<float> q(static_cast<size_t>(seqs * q_floats)), out(q.size());
   for (float& v : q) v = dist(rng);
   std::vector<float> scratch(static_cast<size_t>(PagedAttentionScratchSize(shape, n_ctx)));
-  PagedKvView kv{keys.data(), values.data(), slot_floats, block_size};
-  // bf16 or int8: the same keys and values stored as the cache stores them (one scale per slot and KV head).
-  const size_t rows = keys.size() / head_dim, row_bytes = head_dim * KvElementBytes(dtype);
-  std::vector<char> stored_keys, stored_values;
-  std::vector<float> key_scales(dtype == KvDtype::kInt8 ? rows : 0), value_scales(key_scales.size());
-  if (dtype != KvDtype::kF32) {
-    stored_keys.resize(rows * row_bytes);
-    stored_values.resize(rows * row_bytes);
-    for (size_t r = 0; r < rows; ++r) {
-      const bool scaled = dtype == KvDtype::kInt8;
-      EncodeKvRow(dtype, keys.data() + r * head_dim, head_dim, stored_keys.data() + r * row_bytes,
-                  scaled ? &key_scales[r] : nullptr);
-      EncodeKvRow(dtype, values.data() + r * head_dim, head_dim, stored_values.data() + r * row_bytes,
-                  scaled ? &value_scales[r] : nullptr);
-    }
-    kv = {stored_keys.data(), stored_values.data(), slot_floats, block_size, dtype, key_scales.data(),
-          value_scales.data()};
-  }
   for (auto _ : state) {
     for (int s = 0; s < seqs; ++s) {
       const std::span<const int32_t> table(order.data() + s * blocks_per_seq, static_cast<size_t>(blocks_per_seq));
@@ -228,32 +247,15 @@ void BM_PagedAttentionPrefill(benchmark::State& state, int lanes, int64_t n_ctx,
   }
   const int n_heads = 14, n_kv_heads = 2, head_dim = 64, block_size = 16;
   const AttentionShape shape{n_heads, n_kv_heads, head_dim, 0.125f};
-  const int64_t n_blocks = (n_ctx + block_size - 1) / block_size, slot_floats = n_kv_heads * head_dim;
-  const int64_t q_floats = n_heads * head_dim;
+  const int64_t n_blocks = (n_ctx + block_size - 1) / block_size, q_floats = n_heads * head_dim;
   std::mt19937 rng(3);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> keys(static_cast<size_t>(n_blocks * block_size * slot_floats)), values(keys.size());
-  for (float& v : keys) v = dist(rng);
-  for (float& v : values) v = dist(rng);
+  const RandomKvCache cache(n_blocks, block_size, n_kv_heads, head_dim, dtype, rng);
+  const PagedKvView kv = cache.view();
   std::vector<int32_t> table(static_cast<size_t>(n_blocks));
   for (int64_t b = 0; b < n_blocks; ++b) table[static_cast<size_t>(b)] = static_cast<int32_t>(b);
   std::vector<float> q(static_cast<size_t>(tokens * q_floats)), out(q.size());
   for (float& v : q) v = dist(rng);
-  PagedKvView kv{keys.data(), values.data(), slot_floats, block_size};
-  const size_t rows = keys.size() / head_dim, row_bytes = head_dim * KvElementBytes(dtype);
-  std::vector<char> stored_keys, stored_values;
-  std::vector<float> key_scales(rows), value_scales(rows);
-  if (dtype != KvDtype::kF32) {
-    stored_keys.resize(rows * row_bytes);
-    stored_values.resize(rows * row_bytes);
-    for (size_t r = 0; r < rows; ++r) {
-      EncodeKvRow(dtype, keys.data() + r * head_dim, head_dim, stored_keys.data() + r * row_bytes, &key_scales[r]);
-      EncodeKvRow(dtype, values.data() + r * head_dim, head_dim, stored_values.data() + r * row_bytes,
-                  &value_scales[r]);
-    }
-    kv = {stored_keys.data(), stored_values.data(), slot_floats, block_size, dtype, key_scales.data(),
-          value_scales.data()};
-  }
   const int64_t first = n_ctx - tokens + 1;  // the chunk's first token's context
   std::vector<float> scratch(static_cast<size_t>(
       std::max(PagedAttentionScratchSize(shape, n_ctx), PagedAttentionTokensScratchSize(shape, n_ctx, tokens))));

@@ -5,7 +5,6 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -190,16 +189,9 @@ void MatMulGroupedGather(std::span<const MatMulGroupOut> outs, const float* x, i
     if (gather != nullptr) {
       const int64_t ctasks = n_rows >= 64 ? std::min<int64_t>(n_rows / 32, threads * 2) : 1;
       parallel(ctasks * n_acts, [&](int64_t task, int) {
-        const mm::QuantizedActs &from = src[task / ctasks], &to = acts[task / ctasks];
-        const int64_t nb = to.nb, subs = to.subs;
+        const int64_t a = task / ctasks;
         auto [i0, i1] = SplitRange(n_rows, ctasks, task % ctasks);
-        for (int64_t i = i0; i < i1; ++i) {
-          const int64_t g = gather[i];
-          std::memcpy(to.q + i * cols, from.q + g * cols, static_cast<size_t>(cols));
-          std::memcpy(to.d + i * nb, from.d + g * nb, static_cast<size_t>(nb) * sizeof(float));
-          std::memcpy(to.ds + i * nb, from.ds + g * nb, static_cast<size_t>(nb) * sizeof(float));
-          std::memcpy(to.corr + i * nb * subs, from.corr + g * nb * subs, static_cast<size_t>(nb * subs) * sizeof(int32_t));
-        }
+        for (int64_t i = i0; i < i1; ++i) mm::CopyActsRow(src[a], gather[i], &acts[a], i);
       });
     }
   }

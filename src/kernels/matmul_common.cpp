@@ -117,6 +117,15 @@ QuantizedActs CarveActs(void* buf, int64_t n_tokens, int64_t cols, int subs) {
   return a;
 }
 
+void CopyActsRow(const QuantizedActs& from, int64_t src, QuantizedActs* to, int64_t dst) {
+  const int64_t cols = to->cols, nb = to->nb, subs = to->subs;
+  std::memcpy(to->q + dst * cols, from.q + src * cols, static_cast<size_t>(cols));
+  std::memcpy(to->d + dst * nb, from.d + src * nb, static_cast<size_t>(nb) * sizeof(float));
+  std::memcpy(to->ds + dst * nb, from.ds + src * nb, static_cast<size_t>(nb) * sizeof(float));
+  std::memcpy(to->corr + dst * nb * subs, from.corr + src * nb * subs,
+              static_cast<size_t>(nb * subs) * sizeof(int32_t));
+}
+
 void QuantizeActs(const float* x, int64_t t0, int64_t t1, int code_offset, QuantizedActs* a) {
   const int64_t cols = a->cols, nb = a->nb;
   for (int64_t t = t0; t < t1; ++t) {

@@ -44,6 +44,8 @@ struct QuantizedActs {
 // Bytes needed by QuantizeActs' arrays for this shape (with alignment slack); CarveActs lays them out in `buf`.
 size_t ActsBytes(int64_t n_tokens, int64_t cols, int subs);
 QuantizedActs CarveActs(void* buf, int64_t n_tokens, int64_t cols, int subs);
+// Copies token `src` of `from` (all its arrays) to token `dst` of `to`; both have the same cols and subs.
+void CopyActsRow(const QuantizedActs& from, int64_t src, QuantizedActs* to, int64_t dst);
 // Quantizes tokens [t0, t1) of x ([n_tokens][cols] f32). `code_offset` is what the SIMD kernel adds to the
 // weight codes to make them the unsigned (or signed) bytes it multiplies; corr undoes it in the int domain.
 void QuantizeActs(const float* x, int64_t t0, int64_t t1, int code_offset, QuantizedActs* a);

@@ -4,19 +4,20 @@
 //
 // Why it pays: one tile multiply (16 tokens x 16 rows x 32 columns = 8192 multiply-adds) costs about what 16
 // vpdpbusd do (1024), so for batches the int8 products nearly vanish and what remains is the f32 tail of the
-// formula (cvt, scale * dx, fma per token, row and block), which now bounds the kernel (~1.4x the AVX-512 path
-// at 32-64 tokens). The AVX-512 panel of a block (8 x 64 bytes: register j holds codes 4j..4j+3 of each of 16
+// formula (cvt, scale * dx, fma per token, row and block), which now bounds the kernel (1.5-1.9x the AVX-512 path
+// at 64 tokens). The AVX-512 panel of a block (8 x 64 bytes: register j holds codes 4j..4j+3 of each of 16
 // rows, lane = row) is already the tile layout AMX wants for its right operand (K/4 rows of 16 columns x 4
 // bytes), and the quantized activations ([token][cols] int8) are its left operand as they are, so nothing is
 // repacked again.
 //
 // Loop nest per task: token block (256) > pair of row groups > pair of token tiles (a 2 x 2 block of tiles) >
-// 32-column blocks; per block the four products are stored and their tails run while the tile unit multiplies
-// the next block. A ragged last token tile reads a zero-padded copy of its activations.
+// 32-column blocks, pipelined (Quad): while the tile unit multiplies a block, the vector units run the tails of
+// blocks stored a step earlier, two blocks per pass over the accumulators, and convert the codes of a later
+// block. A ragged last token tile reads a zero-padded copy of its activations.
 //
-// Bit-exactness: a tile gives C[t][i] = sum qx * code' exactly in int32, where code' is the code itself (signed
-// tiles) or code + offset (unsigned; the tail then adds corr = -offset * sum qx, also exact): the same block dot
-// idot every path computes. The f32 tail then runs per lane exactly as in matmul_avx512.cpp (a C row is one
+// Bit-exactness: a tile gives C[t][i] = sum qx * code exactly in int32, with the codes as signed bytes (Q8_0, Q4_0:
+// the packed code + offset converted back) or unsigned ones (Q4_K, MLX: no offset): the same block dot idot every
+// path computes. The f32 tail then runs per lane exactly as in matmul_avx512.cpp (a C row is one
 // token's 16 rows, one per lane), blocks in order, so this path equals the scalar twin bit for bit, whatever
 // the batch.
 #include <immintrin.h>
@@ -86,9 +87,10 @@ void ConfigureTiles() {
 
 // Where block b's codes (as the B operand: 8 rows of 64 bytes) and f32 parameters are for one row group.
 // The packed codes are unsigned bytes, code + offset (the AVX-512 kernel's vpdpbusd needs them unsigned).
-// Nibble-packed blocks must be unpacked anyway: there the offset is taken off too, so the signed-by-signed
-// tile multiply gives the block dot itself. 8-bit blocks are read in place (a converted copy costs more than it
-// saves), unsigned, and the f32 tail adds the int correction (-offset * sum qx) where the offset is not 0.
+// Nibble-packed blocks must be unpacked anyway, and the offset is taken off then; 8-bit blocks with an offset
+// (Q8_0) are converted too (8 subtractions a block and row group, shared by the token tiles, where the int
+// correction in the tail cost one addition per token, row group and block); 8-bit blocks without one are read in
+// place.
 struct GroupPanel {
   const uint8_t* base = nullptr;     // the group's first block in the packed copy
   const uint8_t* headers = nullptr;  // the group's headers (Q4_K, MLX per group; null otherwise), packed_params-inl.h
@@ -96,33 +98,41 @@ struct GroupPanel {
   int64_t stride = 0;                // bytes per packed block
   int code_bytes = kCodeBytes;    // 256 when nibble-packed
   int offset = 0;                 // the format's code offset in the packed bytes
-  uint8_t* unpack = nullptr;      // 2 x 512 bytes: converted blocks are written here (alternating)
+  uint8_t* unpack = nullptr;      // 2 x 512 bytes: converted blocks are written here (block b at (b & 1) * 512)
 
   const uint8_t* Params(int64_t b) const { return base + b * stride + code_bytes; }
   const uint8_t* Header(int64_t b) const { return HeaderOf(headers, b, header_shift); }
-  // The codes of block b as tile bytes (see above). Nibble-packed: vector k holds register k in its low nibbles
-  // and register k + 4 in its high ones.
+  // Block b's codes as tile bytes (see above): in place, or converted by Unpack(b), which must run before and,
+  // since a tile load waits for the vector stores it reads to commit, best a block ahead of this call.
   const uint8_t* Codes(int64_t b) const {
+    return code_bytes == kCodeBytes && offset == 0 ? base + b * stride : unpack + (b & 1) * kCodeBytes;
+  }
+  // Nibble-packed: vector k holds register k in its low nibbles and register k + 4 in its high ones. 8-bit codes with
+  // an offset (Q8_0's code + 128) lose it, so the signed-by-signed multiply gives the block dot without a correction.
+  void Unpack(int64_t b) const {
     const uint8_t* p = base + b * stride;
-    if (code_bytes == kCodeBytes) return p;
     uint8_t* out = unpack + (b & 1) * kCodeBytes;
     const __m512i off = _mm512_set1_epi8(static_cast<char>(offset));
+    if (code_bytes == kCodeBytes) {
+      if (offset != 0)
+        for (int k = 0; k < 8; ++k)
+          _mm512_store_si512(out + 64 * k, _mm512_sub_epi8(_mm512_loadu_si512(p + 64 * k), off));
+      return;
+    }
     const __m512i m = _mm512_set1_epi8(0x0F);
     for (int k = 0; k < 4; ++k) {
       const __m512i v = _mm512_loadu_si512(p + 64 * k);
       _mm512_store_si512(out + 64 * k, _mm512_sub_epi8(_mm512_and_si512(v, m), off));
       _mm512_store_si512(out + 64 * (k + 4), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m), off));
     }
-    return out;
   }
 };
 
 // One token tile's activations: its int8 rows (A operand) and its parameters block-major ([b][16 tokens]), so
 // the tail reads token i of block b at a fixed offset. Rows past the tile's tokens (ragged tile) are zero in
-// the padded copy and repeat the last token's parameters: they compute values that are never stored.
+// the padded copy and repeat the last token's parameters; the tails skip them.
 struct TileActs {
   const int8_t* q = nullptr;  // row i at q + i * cols
-  int32_t* corr = nullptr;    // [nb][16]
   float* d = nullptr;         // [nb][16]
   float* ds = nullptr;        // [nb][16], biased formats only
 
@@ -130,7 +140,6 @@ struct TileActs {
     for (int i = 0; i < kTok; ++i) {
       const int64_t t = t0 + std::min(i, nt - 1);
       for (int64_t b = 0; b < a.nb; ++b) {
-        corr[b * kTok + i] = a.corr[t * a.nb + b];
         d[b * kTok + i] = a.d[t * a.nb + b];
         if (bias) ds[b * kTok + i] = a.ds[t * a.nb + b];
       }
@@ -138,32 +147,40 @@ struct TileActs {
   }
 };
 
-// The f32 tail for block b of one product tile: c holds its block dots (row i = token i of the tile, lane = row
-// of the group), acc the 16 tokens' accumulators for the group's 16 rows.
-template <bool kBias, bool kCorr, ParamKind kPk>
-inline __attribute__((always_inline)) void Tail(const int32_t* c, const TileActs& ta, int64_t b, const GroupPanel& g,
-                                                float* acc) {
-  const uint8_t* params = g.Params(b);
-  const __m512 scale = LoadParams<kPk>(params, 0, g.Header(b));
-  __m512 bias;
-  if constexpr (kBias) bias = LoadParams<kPk>(params, 1, g.Header(b));
-  const int32_t* corr = ta.corr + b * kTok;
-  const float* d = ta.d + b * kTok;
-  const float* ds = ta.ds + b * kTok;
+// The f32 tail for blocks [b, b + kBlocks) of one product tile: c[j] holds block b + j's dots (row i = token i of
+// the tile, lane = row of the group), acc the tile's accumulators for the group's 16 rows; tokens [0, n) of the
+// tile (the rest of a ragged tile is never stored). Two blocks at once load and store each accumulator once for
+// both; the operations on it are the same, blocks in order.
+template <bool kBias, ParamKind kPk, int kBlocks>
+inline __attribute__((always_inline)) void Tail(const int32_t* const* c, const TileActs& ta, int64_t b,
+                                                const GroupPanel& g, float* acc, int n) {
+  __m512 scale[kBlocks], bias[kBlocks];
+  const float* d[kBlocks];
+  const float* ds[kBlocks];
+#pragma GCC unroll 2
+  for (int j = 0; j < kBlocks; ++j) {
+    scale[j] = LoadParams<kPk>(g.Params(b + j), 0, g.Header(b + j));
+    if constexpr (kBias) bias[j] = LoadParams<kPk>(g.Params(b + j), 1, g.Header(b + j));
+    d[j] = ta.d + (b + j) * kTok;
+    ds[j] = ta.ds + (b + j) * kTok;
+  }
 #pragma GCC unroll 16
   for (int i = 0; i < kTok; ++i) {
-    __m512i idot = _mm512_load_si512(c + 16 * i);
-    if constexpr (kCorr) idot = _mm512_add_epi32(idot, _mm512_set1_epi32(corr[i]));
-    __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(idot), _mm512_mul_ps(scale, _mm512_set1_ps(d[i])),
-                               _mm512_load_ps(acc + 16 * i));
-    if constexpr (kBias) f = _mm512_fmadd_ps(bias, _mm512_set1_ps(ds[i]), f);
+    if (i == n) break;
+    __m512 f = _mm512_load_ps(acc + 16 * i);
+#pragma GCC unroll 2
+    for (int j = 0; j < kBlocks; ++j) {
+      f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[j] + 16 * i)),
+                          _mm512_mul_ps(scale[j], _mm512_set1_ps(d[j][i])), f);
+      if constexpr (kBias) f = _mm512_fmadd_ps(bias[j], _mm512_set1_ps(ds[j][i]), f);
+    }
     _mm512_store_ps(acc + 16 * i, f);
   }
 }
 
 // All blocks for token tiles t[0], t[1] x row groups g[0], g[1] (a missing second tile or group repeats the
 // first in the tile registers, and its tails and outputs are skipped).
-template <bool kBias, bool kSigned, bool kCorr, ParamKind kPk>
+template <bool kBias, bool kSigned, ParamKind kPk>
 void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2], bool has_t1,
           const GroupPanel* g[2], int64_t r0[2], int nrows[2], bool has_g1, int32_t* cbuf, float* acc, bool stream) {
   const int64_t nb = args.acts->nb, cols = args.acts->cols;
@@ -189,20 +206,44 @@ void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2],
     Dp(kC10, kA1, kB0);
     Dp(kC11, kA1, kB1);
   };
+  // Tails of blocks [b, b + kBlocks), whose sums sit in buffers (b + j) & 3.
+  auto tails = [&]<int kBlocks>(int64_t b) {
+    const int32_t* c[kBlocks];
+    for (int j = 0; j < 2; ++j) {
+      for (int k = 0; k < kBlocks; ++k) c[k] = cbuf + ((b + k) & 3) * 1024 + 512 * j;  // token tile j
+      if (j == 1 && !has_t1) break;
+      Tail<kBias, kPk, kBlocks>(c, *t[j], b, *g[0], acc + 512 * j, nt[j]);
+      if (!has_g1) continue;
+      for (int k = 0; k < kBlocks; ++k) c[k] += 256;
+      Tail<kBias, kPk, kBlocks>(c, *t[j], b, *g[1], acc + 512 * j + 256, nt[j]);
+    }
+  };
+  // A pipeline over the blocks: in step b the tile unit multiplies block b + 1, block b's sums are stored, and the
+  // vector units run the tails of the two blocks before it when both are stored (a step earlier at least: a vector
+  // load waits for the tile store it reads to commit) and unpack block b + 2's codes. Each accumulator still sees
+  // its blocks in order.
+  for (int j = 0; j < 2; ++j) {
+    g[j]->Unpack(0);
+    if (nb > 1) g[j]->Unpack(1);
+  }
   issue(0);
+  int64_t tailed = 0;  // blocks whose tails have run
   for (int64_t b = 0; b < nb; ++b) {
-    int32_t* c = cbuf + (b & 1) * 1024;
+    int32_t* c = cbuf + (b & 3) * 1024;
     _tile_stored(kC00, c, 64);
     _tile_stored(kC01, c + 256, 64);
     _tile_stored(kC10, c + 512, 64);
     _tile_stored(kC11, c + 768, 64);
-    // The tile unit multiplies block b + 1 while the vector units finish block b.
     if (b + 1 < nb) issue(b + 1);
-    Tail<kBias, kCorr, kPk>(c, *t[0], b, *g[0], acc);
-    if (has_g1) Tail<kBias, kCorr, kPk>(c + 256, *t[0], b, *g[1], acc + 256);
-    if (has_t1) Tail<kBias, kCorr, kPk>(c + 512, *t[1], b, *g[0], acc + 512);
-    if (has_t1 && has_g1) Tail<kBias, kCorr, kPk>(c + 768, *t[1], b, *g[1], acc + 768);
+    if (b - tailed >= 2) {
+      tails.template operator()<2>(tailed);
+      tailed += 2;
+    }
+    if (b + 2 < nb)
+      for (int j = 0; j < 2; ++j) g[j]->Unpack(b + 2);
   }
+  if (nb - tailed == 2) tails.template operator()<2>(tailed);
+  if (nb - tailed == 1) tails.template operator()<1>(tailed);
 #undef Dp
   Avx512StoreRows(args, acc, t0[0], nt[0], r0[0], nrows[0], stream);
   if (has_g1) Avx512StoreRows(args, acc + 256, t0[0], nt[0], r0[1], nrows[1], stream);
@@ -210,24 +251,24 @@ void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2],
   if (has_t1 && has_g1) Avx512StoreRows(args, acc + 768, t0[1], nt[1], r0[1], nrows[1], stream);
 }
 
-// Scratch: tile sums (2 x 4 KiB), unpack buffers (2 x 1 KiB), accumulators (4 KiB), the padded ragged tile
-// (16 x cols), then each token tile's parameters (3 x nb x 16 x 4 bytes per tile).
-constexpr size_t kFixedScratch = 8192 + 2048 + 4096;
+// Scratch: tile sums (4 x 4 KiB), unpack buffers (2 x 1 KiB), accumulators (4 KiB), the padded ragged tile
+// (16 x cols), then each token tile's parameters (2 x nb x 16 x 4 bytes per tile).
+constexpr size_t kFixedScratch = 16384 + 2048 + 4096;
 size_t ScratchBytes(int64_t n_tokens, int64_t cols) {
   const int64_t tiles = (std::min<int64_t>(n_tokens, kTokBlock) + kTok - 1) / kTok;
-  const size_t amx = kFixedScratch + static_cast<size_t>(kTok * cols + tiles * 3 * (cols / 32) * kTok * 4);
+  const size_t amx = kFixedScratch + static_cast<size_t>(kTok * cols + tiles * 2 * (cols / 32) * kTok * 4);
   return std::max(Avx512Kernels()->scratch_bytes(n_tokens, cols), amx);
 }
 
-template <bool kBias, bool kSigned, bool kCorr, ParamKind kPk>
+template <bool kBias, bool kSigned, ParamKind kPk>
 void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
   const MatrixView& w = *args.w;
   const QuantizedActs& a = *args.acts;
   const int64_t nb = a.nb, n_tokens = a.n_tokens, cols = a.cols;
   const bool stream = StreamOutput(args);
   auto* cbuf = reinterpret_cast<int32_t*>(scratch);
-  uint8_t* unpack = scratch + 8192;
-  auto* acc = reinterpret_cast<float*>(scratch + 8192 + 2048);
+  uint8_t* unpack = scratch + 16384;
+  auto* acc = reinterpret_cast<float*>(scratch + 16384 + 2048);
   auto* pad = reinterpret_cast<int8_t*>(scratch + kFixedScratch);
   auto* params = reinterpret_cast<uint8_t*>(pad + kTok * cols);
   const int header_shift = Avx512PackedHeaderShift(w, args.fmt);
@@ -247,9 +288,8 @@ void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* s
     for (int k = 0; k < n_tiles; ++k) {
       TileActs& ta = tiles[k];
       const size_t one = static_cast<size_t>(nb * kTok * 4);
-      ta.corr = reinterpret_cast<int32_t*>(params + (3 * k + 0) * one);
-      ta.d = reinterpret_cast<float*>(params + (3 * k + 1) * one);
-      ta.ds = reinterpret_cast<float*>(params + (3 * k + 2) * one);
+      ta.d = reinterpret_cast<float*>(params + (2 * k + 0) * one);
+      ta.ds = reinterpret_cast<float*>(params + (2 * k + 1) * one);
       const int64_t t0 = tb0 + k * kTok;
       const int nt = static_cast<int>(std::min<int64_t>(kTok, tb0 + nt_blk - t0));
       ta.Fill(a, t0, nt, kBias);
@@ -278,7 +318,7 @@ void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* s
         int64_t t0[2] = {tb0 + k * kTok, tb0 + (k + 1) * kTok};
         int nt[2] = {static_cast<int>(std::min<int64_t>(kTok, tb0 + nt_blk - t0[0])), 0};
         if (has_t1) nt[1] = static_cast<int>(std::min<int64_t>(kTok, tb0 + nt_blk - t0[1]));
-        Quad<kBias, kSigned, kCorr, kPk>(args, t, t0, nt, has_t1, g, r0, nrows, has_g1, cbuf, acc, stream);
+        Quad<kBias, kSigned, kPk>(args, t, t0, nt, has_t1, g, r0, nrows, has_g1, cbuf, acc, stream);
       }
     }
   }
@@ -293,23 +333,20 @@ void QuantRowsPacked(const QuantArgs& args, int64_t row_begin, int64_t row_end, 
     return;
   }
   const bool offset = Avx512Kernels()->code_offset(*args.w, args.fmt) != 0;
-  const bool nibbles = Avx512PackedNibbles(*args.w, args.fmt);
   const bool bias = HasBias(args.fmt);
   const auto pk = static_cast<ParamKind>(Avx512PackedParamKind(*args.w, args.fmt));
-  // <bias, signed codes, int correction, parameters>: the combinations the formats with one scale per block have.
+  // <bias, signed codes, parameters>: the combinations the formats with one scale per block have.
   using Fn = void (*)(const QuantArgs&, int64_t, int64_t, uint8_t*);
   Fn fn = nullptr;
   if (bias) {  // Q4_K (its 6-bit fields and f16 super-block scales), MLX (f16, bf16 or f32): codes without offset
-    fn = pk == ParamKind::kQ4K            ? &RowsT<true, false, false, ParamKind::kQ4K>
-         : pk == ParamKind::kF16PerGroup  ? &RowsT<true, false, false, ParamKind::kF16PerGroup>
-         : pk == ParamKind::kBF16PerGroup ? &RowsT<true, false, false, ParamKind::kBF16PerGroup>
-         : pk == ParamKind::kF16          ? &RowsT<true, false, false, ParamKind::kF16>
-         : pk == ParamKind::kBF16         ? &RowsT<true, false, false, ParamKind::kBF16>
-                                          : &RowsT<true, false, false, ParamKind::kF32>;
-  } else if (offset && nibbles) {  // Q4_0
-    fn = &RowsT<false, true, false, ParamKind::kF16>;
-  } else if (offset) {  // Q8_0
-    fn = &RowsT<false, false, true, ParamKind::kF16>;
+    fn = pk == ParamKind::kQ4K            ? &RowsT<true, false, ParamKind::kQ4K>
+         : pk == ParamKind::kF16PerGroup  ? &RowsT<true, false, ParamKind::kF16PerGroup>
+         : pk == ParamKind::kBF16PerGroup ? &RowsT<true, false, ParamKind::kBF16PerGroup>
+         : pk == ParamKind::kF16          ? &RowsT<true, false, ParamKind::kF16>
+         : pk == ParamKind::kBF16         ? &RowsT<true, false, ParamKind::kBF16>
+                                          : &RowsT<true, false, ParamKind::kF32>;
+  } else if (offset) {  // Q4_0, Q8_0: codes made signed bytes (GroupPanel::Unpack)
+    fn = &RowsT<false, true, ParamKind::kF16>;
   }
   PARALLM_CHECK(fn != nullptr && (bias || pk == ParamKind::kF16));
   fn(args, row_begin, row_end, scratch);

@@ -362,9 +362,10 @@ TEST_F(MatMulTest, RepackedEqualsRefEveryPath) {
 }
 
 // The AMX path (tiles of 16 tokens x 16 rows over the AVX-512 packed panels) on the shapes its loop nest splits
-// on: full token tiles only, full + ragged, ragged only (under 16 tokens), odd and even block counts (its
-// two-block pipeline), ragged row groups, nibble-packed and biased formats; bit for bit against the twin, with
-// and without the pool, and each token alone (which runs the AVX-512 kernel) equals it inside the batch.
+// on: full token tiles only, full + ragged, ragged only (under 16 tokens), 1, 2, odd and even block counts (its
+// pipeline runs the tails two blocks at a time), ragged row groups, nibble-packed and biased formats; bit for bit
+// against the twin, with and without the pool, and each token alone (which runs the AVX-512 kernel) equals it
+// inside the batch.
 TEST_F(MatMulTest, AmxTilesEqualRef) {
   if (!IsIsaSupported(IsaPath::kAmx)) GTEST_SKIP() << "no AMX on this CPU/OS";
   ThreadPool pool(2);
@@ -373,7 +374,7 @@ TEST_F(MatMulTest, AmxTilesEqualRef) {
                                     WType(DType::kBF16, true, {4, 32}), WType(DType::kQ6_K)};
   for (const WType& t : types) {
     const int64_t a = t.ColAlign();
-    for (int64_t cols : {a * 7, a * 8}) {
+    for (int64_t cols : {a, a * 2, a * 7, a * 8}) {
       if (cols % 32 != 0) continue;
       for (int64_t rows : {16, 45}) {
         Weights w = MakeWeights(t, rows, cols, 71);

@@ -150,8 +150,8 @@ struct TileActs {
 // The f32 tail for blocks [b, b + kBlocks) of one product tile: c[j] holds block b + j's dots (row i = token i of
 // the tile, lane = row of the group), acc the tile's accumulators for the group's 16 rows; tokens [0, n) of the
 // tile (the rest of a ragged tile is never stored). Two blocks at once load and store each accumulator once for
-// both; the operations on it are the same, blocks in order.
-template <bool kBias, ParamKind kPk, int kBlocks>
+// both; the operations on it are the same, blocks in order. kFirst: the accumulators start at 0 (not read).
+template <bool kBias, ParamKind kPk, int kBlocks, bool kFirst>
 inline __attribute__((always_inline)) void Tail(const int32_t* const* c, const TileActs& ta, int64_t b,
                                                 const GroupPanel& g, float* acc, int n) {
   __m512 scale[kBlocks], bias[kBlocks];
@@ -167,7 +167,7 @@ inline __attribute__((always_inline)) void Tail(const int32_t* const* c, const T
 #pragma GCC unroll 16
   for (int i = 0; i < kTok; ++i) {
     if (i == n) break;
-    __m512 f = _mm512_load_ps(acc + 16 * i);
+    __m512 f = kFirst ? _mm512_setzero_ps() : _mm512_load_ps(acc + 16 * i);
 #pragma GCC unroll 2
     for (int j = 0; j < kBlocks; ++j) {
       f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[j] + 16 * i)),
@@ -184,7 +184,6 @@ template <bool kBias, bool kSigned, ParamKind kPk>
 void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2], bool has_t1,
           const GroupPanel* g[2], int64_t r0[2], int nrows[2], bool has_g1, int32_t* cbuf, float* acc, bool stream) {
   const int64_t nb = args.acts->nb, cols = args.acts->cols;
-  std::memset(acc, 0, 4 * 256 * sizeof(float));
 // (A signed activations; B signed or unsigned codes, see GroupPanel.)
 #define Dp(c, a, b)           \
   if constexpr (kSigned) {    \
@@ -207,15 +206,23 @@ void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2],
     Dp(kC11, kA1, kB1);
   };
   // Tails of blocks [b, b + kBlocks), whose sums sit in buffers (b + j) & 3.
-  auto tails = [&]<int kBlocks>(int64_t b) {
+  auto tails = [&]<int kBlocks, bool kFirst>(int64_t b) {
     const int32_t* c[kBlocks];
     for (int j = 0; j < 2; ++j) {
       for (int k = 0; k < kBlocks; ++k) c[k] = cbuf + ((b + k) & 3) * 1024 + 512 * j;  // token tile j
       if (j == 1 && !has_t1) break;
-      Tail<kBias, kPk, kBlocks>(c, *t[j], b, *g[0], acc + 512 * j, nt[j]);
+      Tail<kBias, kPk, kBlocks, kFirst>(c, *t[j], b, *g[0], acc + 512 * j, nt[j]);
       if (!has_g1) continue;
       for (int k = 0; k < kBlocks; ++k) c[k] += 256;
-      Tail<kBias, kPk, kBlocks>(c, *t[j], b, *g[1], acc + 512 * j + 256, nt[j]);
+      Tail<kBias, kPk, kBlocks, kFirst>(c, *t[j], b, *g[1], acc + 512 * j + 256, nt[j]);
+    }
+  };
+  // Tails of blocks [b, b + n), n 1 or 2; block 0's start the accumulators.
+  auto tails_from = [&](int64_t b, int n) {
+    if (n == 2) {
+      b == 0 ? tails.template operator()<2, true>(b) : tails.template operator()<2, false>(b);
+    } else {
+      b == 0 ? tails.template operator()<1, true>(b) : tails.template operator()<1, false>(b);
     }
   };
   // A pipeline over the blocks: in step b the tile unit multiplies block b + 1, block b's sums are stored, and the
@@ -236,14 +243,13 @@ void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2],
     _tile_stored(kC11, c + 768, 64);
     if (b + 1 < nb) issue(b + 1);
     if (b - tailed >= 2) {
-      tails.template operator()<2>(tailed);
+      tails_from(tailed, 2);
       tailed += 2;
     }
     if (b + 2 < nb)
       for (int j = 0; j < 2; ++j) g[j]->Unpack(b + 2);
   }
-  if (nb - tailed == 2) tails.template operator()<2>(tailed);
-  if (nb - tailed == 1) tails.template operator()<1>(tailed);
+  if (tailed < nb) tails_from(tailed, static_cast<int>(nb - tailed));
 #undef Dp
   Avx512StoreRows(args, acc, t0[0], nt[0], r0[0], nrows[0], stream);
   if (has_g1) Avx512StoreRows(args, acc + 256, t0[0], nt[0], r0[1], nrows[1], stream);

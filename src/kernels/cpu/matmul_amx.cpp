@@ -12,8 +12,8 @@
 //
 // Loop nest per task: token block (256) > pair of row groups > pair of token tiles (a 2 x 2 block of tiles) >
 // 32-column blocks, pipelined (Quad): while the tile unit multiplies a block, the vector units run the tails of
-// blocks stored a step earlier, two blocks per pass over the accumulators, and convert the codes of a later
-// block. A ragged last token tile reads a zero-padded copy of its activations.
+// blocks stored a step earlier, two blocks per pass over the accumulators, convert the codes of a later block and
+// prefetch the weights of one further on. A ragged last token tile reads a zero-padded copy of its activations.
 //
 // Bit-exactness: a tile gives C[t][i] = sum qx * code exactly in int32, with the codes as signed bytes (Q8_0, Q4_0:
 // the packed code + offset converted back) or unsigned ones (Q4_K, MLX: no offset): the same block dot idot every
@@ -44,6 +44,9 @@ constexpr int kRows = 16;        // weight rows per group (tile columns)
 constexpr int kTok = 16;         // tokens per tile (tile rows)
 constexpr int kCodeBytes = 512;  // a block's codes for 16 rows (8 x 64 bytes)
 constexpr int kTokBlock = 256;   // tokens per pass over the rows (bounds the scratch, keeps activations in L2)
+// How many blocks ahead of the tile multiplies the weights are prefetched: a decode batch reads each weight once,
+// from memory, and a step of the pipeline is a few hundred cycles.
+constexpr int64_t kPrefetchBlocks = 4;
 // Batches smaller than this run the AVX-512 kernel: below it most of each tile would be empty rows.
 constexpr int64_t kMinTokens = 16;
 
@@ -106,6 +109,11 @@ struct GroupPanel {
   // since a tile load waits for the vector stores it reads to commit, best a block ahead of this call.
   const uint8_t* Codes(int64_t b) const {
     return code_bytes == kCodeBytes && offset == 0 ? base + b * stride : unpack + (b & 1) * kCodeBytes;
+  }
+  // Block b's bytes (codes and parameters; not its header) into L1 ahead of Unpack and the tails.
+  void Prefetch(int64_t b) const {
+    const uint8_t* p = base + b * stride;
+    for (int64_t off = 0; off < stride; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
   }
   // Nibble-packed: vector k holds register k in its low nibbles and register k + 4 in its high ones. 8-bit codes with
   // an offset (Q8_0's code + 128) lose it, so the signed-by-signed multiply gives the block dot without a correction.
@@ -248,6 +256,8 @@ void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2],
     }
     if (b + 2 < nb)
       for (int j = 0; j < 2; ++j) g[j]->Unpack(b + 2);
+    if (b + kPrefetchBlocks < nb)
+      for (int j = 0; j < 2; ++j) g[j]->Prefetch(b + kPrefetchBlocks);
   }
   if (tailed < nb) tails_from(tailed, static_cast<int>(nb - tailed));
 #undef Dp

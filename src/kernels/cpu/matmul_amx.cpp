@@ -91,8 +91,8 @@ void ConfigureTiles() {
 // Where block b's codes (as the B operand: 8 rows of 64 bytes) and f32 parameters are for one row group.
 // The packed codes are unsigned bytes, code + offset (the AVX-512 kernel's vpdpbusd needs them unsigned).
 // Nibble-packed blocks must be unpacked anyway, and the offset is taken off then; 8-bit blocks with an offset
-// (Q8_0) are converted too (8 subtractions a block and row group, shared by the token tiles, where the int
-// correction in the tail cost one addition per token, row group and block); 8-bit blocks without one are read in
+// (Q8_0) are converted too (8 subtractions a block and row group, shared by the quad's two token tiles, where the
+// int correction in the tail cost one addition per token, row group and block); 8-bit blocks without one are read in
 // place.
 struct GroupPanel {
   const uint8_t* base = nullptr;     // the group's first block in the packed copy
@@ -138,15 +138,15 @@ struct GroupPanel {
 
 // One token tile's activations: its int8 rows (A operand) and its parameters block-major ([b][16 tokens]), so
 // the tail reads token i of block b at a fixed offset. Rows past the tile's tokens (ragged tile) are zero in
-// the padded copy and repeat the last token's parameters; the tails skip them.
+// the padded copy; the tails skip them, so their parameters are not filled.
 struct TileActs {
   const int8_t* q = nullptr;  // row i at q + i * cols
   float* d = nullptr;         // [nb][16]
   float* ds = nullptr;        // [nb][16], biased formats only
 
   void Fill(const QuantizedActs& a, int64_t t0, int nt, bool bias) {
-    for (int i = 0; i < kTok; ++i) {
-      const int64_t t = t0 + std::min(i, nt - 1);
+    for (int i = 0; i < nt; ++i) {
+      const int64_t t = t0 + i;
       for (int64_t b = 0; b < a.nb; ++b) {
         d[b * kTok + i] = a.d[t * a.nb + b];
         if (bias) ds[b * kTok + i] = a.ds[t * a.nb + b];
@@ -216,9 +216,8 @@ void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2],
   // Tails of blocks [b, b + kBlocks), whose sums sit in buffers (b + j) & 3.
   auto tails = [&]<int kBlocks, bool kFirst>(int64_t b) {
     const int32_t* c[kBlocks];
-    for (int j = 0; j < 2; ++j) {
+    for (int j = 0; j < (has_t1 ? 2 : 1); ++j) {
       for (int k = 0; k < kBlocks; ++k) c[k] = cbuf + ((b + k) & 3) * 1024 + 512 * j;  // token tile j
-      if (j == 1 && !has_t1) break;
       Tail<kBias, kPk, kBlocks, kFirst>(c, *t[j], b, *g[0], acc + 512 * j, nt[j]);
       if (!has_g1) continue;
       for (int k = 0; k < kBlocks; ++k) c[k] += 256;
@@ -227,10 +226,14 @@ void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2],
   };
   // Tails of blocks [b, b + n), n 1 or 2; block 0's start the accumulators.
   auto tails_from = [&](int64_t b, int n) {
-    if (n == 2) {
-      b == 0 ? tails.template operator()<2, true>(b) : tails.template operator()<2, false>(b);
+    if (n == 2 && b == 0) {
+      tails.template operator()<2, true>(b);
+    } else if (n == 2) {
+      tails.template operator()<2, false>(b);
+    } else if (b == 0) {
+      tails.template operator()<1, true>(b);
     } else {
-      b == 0 ? tails.template operator()<1, true>(b) : tails.template operator()<1, false>(b);
+      tails.template operator()<1, false>(b);
     }
   };
   // A pipeline over the blocks: in step b the tile unit multiplies block b + 1, block b's sums are stored, and the
@@ -269,7 +272,8 @@ void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2],
 
 // Scratch: tile sums (4 x 4 KiB), unpack buffers (2 x 1 KiB), accumulators (4 KiB), the padded ragged tile
 // (16 x cols), then each token tile's parameters (2 x nb x 16 x 4 bytes per tile).
-constexpr size_t kFixedScratch = 16384 + 2048 + 4096;
+constexpr size_t kSumsBytes = 4 * 4096, kUnpackBytes = 2 * 2 * kCodeBytes, kAccBytes = 4096;
+constexpr size_t kFixedScratch = kSumsBytes + kUnpackBytes + kAccBytes;
 size_t ScratchBytes(int64_t n_tokens, int64_t cols) {
   const int64_t tiles = (std::min<int64_t>(n_tokens, kTokBlock) + kTok - 1) / kTok;
   const size_t amx = kFixedScratch + static_cast<size_t>(kTok * cols + tiles * 2 * (cols / 32) * kTok * 4);
@@ -283,8 +287,8 @@ void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* s
   const int64_t nb = a.nb, n_tokens = a.n_tokens, cols = a.cols;
   const bool stream = StreamOutput(args);
   auto* cbuf = reinterpret_cast<int32_t*>(scratch);
-  uint8_t* unpack = scratch + 16384;
-  auto* acc = reinterpret_cast<float*>(scratch + 16384 + 2048);
+  uint8_t* unpack = scratch + kSumsBytes;
+  auto* acc = reinterpret_cast<float*>(scratch + kSumsBytes + kUnpackBytes);
   auto* pad = reinterpret_cast<int8_t*>(scratch + kFixedScratch);
   auto* params = reinterpret_cast<uint8_t*>(pad + kTok * cols);
   const int header_shift = Avx512PackedHeaderShift(w, args.fmt);

@@ -381,7 +381,7 @@ TEST_F(MatMulTest, AmxTilesEqualRef) {
         MatrixView v = w.view;
         auto owner = RepackForKernels(&v, nullptr);
         ASSERT_TRUE(owner != nullptr) << t.Name();
-        for (int64_t n : {8, 15, 16, 32, 37, 64}) {
+        for (int64_t n : {8, 12, 15, 16, 32, 37, 64}) {
           std::vector<float> x = MakeActs(n, cols, 72), y_ref(n * rows), y(n * rows), y1(rows);
           ref::MatMul(w.view, x.data(), n, y_ref.data(), rows, nullptr);
           ForceIsa(IsaPath::kAmx);

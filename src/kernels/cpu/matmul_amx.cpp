@@ -13,7 +13,8 @@
 // Loop nest per task: token block (256) > pair of row groups > pair of token tiles (a 2 x 2 block of tiles) >
 // 32-column blocks, pipelined (Quad): while the tile unit multiplies a block, the vector units run the tails of
 // blocks stored a step earlier, two blocks per pass over the accumulators, convert the codes of a later block and
-// prefetch the weights of one further on. A ragged last token tile reads a zero-padded copy of its activations.
+// prefetch the weights of one further on. An odd last token tile runs alone (half the tile work), and a ragged one
+// reads a zero-padded copy of its activations; a batch under 16 tokens is one tile as high as the batch.
 //
 // Bit-exactness: a tile gives C[t][i] = sum qx * code exactly in int32, with the codes as signed bytes (Q8_0, Q4_0:
 // the packed code + offset converted back) or unsigned ones (Q4_K, MLX: no offset): the same block dot idot every
@@ -47,8 +48,10 @@ constexpr int kTokBlock = 256;   // tokens per pass over the rows (bounds the sc
 // How many blocks ahead of the tile multiplies the weights are prefetched: a decode batch reads each weight once,
 // from memory, and a step of the pipeline is a few hundred cycles.
 constexpr int64_t kPrefetchBlocks = 4;
-// Batches smaller than this run the AVX-512 kernel: below it most of each tile would be empty rows.
-constexpr int64_t kMinTokens = 16;
+// Batches smaller than this run the AVX-512 kernel. A smaller batch is one tile of that height (ConfigureTiles), but
+// each block still loads, multiplies and stores a whole weight tile per row group for its few tokens: in
+// kernels_bench (MoE experts' groups, 1 and 2 threads) 12 tokens ran faster here, 8 about even, 4 at ~0.65x.
+constexpr int64_t kMinTokens = 12;
 
 // Tile registers: a 2 x 2 block of products per 32-column block, two token tiles (A0, A1) by two row groups
 // (B0, B1) into C00..C11. Four independent multiplies keep the tile unit busy through each one's latency, and
@@ -71,16 +74,17 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// Every tile full height: a ragged last token tile reads a zero-padded copy of its activations instead.
-void ConfigureTiles() {
+// Token tiles (A) and products (C) tok_rows high: 16, a ragged last token tile then reading a zero-padded copy of
+// its activations, or a batch's whole token count when it is under 16 (one tile, nothing padded or multiplied twice).
+void ConfigureTiles(int tok_rows) {
   TileConfig c;
   auto set = [&](int t, int rows, int colsb) {
     c.rows[t] = static_cast<uint8_t>(rows);
     c.colsb[t] = static_cast<uint16_t>(colsb);
   };
-  for (int t : {kC00, kC01, kC10, kC11}) set(t, kTok, 64);
-  set(kA0, kTok, 32);
-  set(kA1, kTok, 32);
+  for (int t : {kC00, kC01, kC10, kC11}) set(t, tok_rows, 64);
+  set(kA0, tok_rows, 32);
+  set(kA1, tok_rows, 32);
   set(kB0, 8, 64);
   set(kB1, 8, 64);
   // Not _tile_loadconfig: GCC 12's version tells the compiler it reads only 8 bytes of the config, so the
@@ -186,10 +190,11 @@ inline __attribute__((always_inline)) void Tail(const int32_t* const* c, const T
   }
 }
 
-// All blocks for token tiles t[0], t[1] x row groups g[0], g[1] (a missing second tile or group repeats the
-// first in the tile registers, and its tails and outputs are skipped).
-template <bool kBias, bool kSigned, ParamKind kPk>
-void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2], bool has_t1,
+// All blocks for token tiles t[0], t[1] x row groups g[0], g[1]. kTwoTiles false: token tile t[0] alone (half the
+// loads, multiplies and stores: a batch of one tile, or the odd last tile of a larger one). A missing second group
+// repeats the first in the tile registers, and its tails and outputs are skipped.
+template <bool kBias, bool kSigned, ParamKind kPk, bool kTwoTiles>
+void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2],
           const GroupPanel* g[2], int64_t r0[2], int nrows[2], bool has_g1, int32_t* cbuf, float* acc, bool stream) {
   const int64_t nb = args.acts->nb, cols = args.acts->cols;
 // (A signed activations; B signed or unsigned codes, see GroupPanel.)
@@ -201,22 +206,24 @@ void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2],
   }
   auto issue = [&](int64_t b) {
     _tile_loadd(kA0, t[0]->q + b * 32, cols);
-    _tile_loadd(kA1, t[1]->q + b * 32, cols);
+    if constexpr (kTwoTiles) _tile_loadd(kA1, t[1]->q + b * 32, cols);
     _tile_loadd(kB0, g[0]->Codes(b), 64);
     _tile_loadd(kB1, g[1]->Codes(b), 64);
     _tile_zero(kC00);
     _tile_zero(kC01);
-    _tile_zero(kC10);
-    _tile_zero(kC11);
     Dp(kC00, kA0, kB0);
     Dp(kC01, kA0, kB1);
-    Dp(kC10, kA1, kB0);
-    Dp(kC11, kA1, kB1);
+    if constexpr (kTwoTiles) {
+      _tile_zero(kC10);
+      _tile_zero(kC11);
+      Dp(kC10, kA1, kB0);
+      Dp(kC11, kA1, kB1);
+    }
   };
   // Tails of blocks [b, b + kBlocks), whose sums sit in buffers (b + j) & 3.
   auto tails = [&]<int kBlocks, bool kFirst>(int64_t b) {
     const int32_t* c[kBlocks];
-    for (int j = 0; j < (has_t1 ? 2 : 1); ++j) {
+    for (int j = 0; j < (kTwoTiles ? 2 : 1); ++j) {
       for (int k = 0; k < kBlocks; ++k) c[k] = cbuf + ((b + k) & 3) * 1024 + 512 * j;  // token tile j
       Tail<kBias, kPk, kBlocks, kFirst>(c, *t[j], b, *g[0], acc + 512 * j, nt[j]);
       if (!has_g1) continue;
@@ -250,8 +257,10 @@ void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2],
     int32_t* c = cbuf + (b & 3) * 1024;
     _tile_stored(kC00, c, 64);
     _tile_stored(kC01, c + 256, 64);
-    _tile_stored(kC10, c + 512, 64);
-    _tile_stored(kC11, c + 768, 64);
+    if constexpr (kTwoTiles) {
+      _tile_stored(kC10, c + 512, 64);
+      _tile_stored(kC11, c + 768, 64);
+    }
     if (b + 1 < nb) issue(b + 1);
     if (b - tailed >= 2) {
       tails_from(tailed, 2);
@@ -266,8 +275,8 @@ void Quad(const QuantArgs& args, const TileActs* t[2], int64_t t0[2], int nt[2],
 #undef Dp
   Avx512StoreRows(args, acc, t0[0], nt[0], r0[0], nrows[0], stream);
   if (has_g1) Avx512StoreRows(args, acc + 256, t0[0], nt[0], r0[1], nrows[1], stream);
-  if (has_t1) Avx512StoreRows(args, acc + 512, t0[1], nt[1], r0[0], nrows[0], stream);
-  if (has_t1 && has_g1) Avx512StoreRows(args, acc + 768, t0[1], nt[1], r0[1], nrows[1], stream);
+  if (kTwoTiles) Avx512StoreRows(args, acc + 512, t0[1], nt[1], r0[0], nrows[0], stream);
+  if (kTwoTiles && has_g1) Avx512StoreRows(args, acc + 768, t0[1], nt[1], r0[1], nrows[1], stream);
 }
 
 // Scratch: tile sums (4 x 4 KiB), unpack buffers (2 x 1 KiB), accumulators (4 KiB), the padded ragged tile
@@ -300,7 +309,9 @@ void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* s
     panels[j].offset = Avx512Kernels()->code_offset(w, args.fmt);
     panels[j].unpack = unpack + j * 2 * kCodeBytes;
   }
-  ConfigureTiles();
+  // Under 16 tokens: one tile as high as the batch, read in place.
+  const int tok_rows = static_cast<int>(std::min<int64_t>(kTok, n_tokens));
+  ConfigureTiles(tok_rows);
   TileActs tiles[kTokBlock / kTok];
   for (int64_t tb0 = 0; tb0 < n_tokens; tb0 += kTokBlock) {
     const int64_t nt_blk = std::min<int64_t>(kTokBlock, n_tokens - tb0);
@@ -314,7 +325,7 @@ void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* s
       const int nt = static_cast<int>(std::min<int64_t>(kTok, tb0 + nt_blk - t0));
       ta.Fill(a, t0, nt, kBias);
       ta.q = a.q + t0 * cols;
-      if (nt < kTok) {
+      if (nt < tok_rows) {
         std::memcpy(pad, ta.q, static_cast<size_t>(nt * cols));
         std::memset(pad + nt * cols, 0, static_cast<size_t>((kTok - nt) * cols));
         ta.q = pad;
@@ -338,7 +349,11 @@ void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* s
         int64_t t0[2] = {tb0 + k * kTok, tb0 + (k + 1) * kTok};
         int nt[2] = {static_cast<int>(std::min<int64_t>(kTok, tb0 + nt_blk - t0[0])), 0};
         if (has_t1) nt[1] = static_cast<int>(std::min<int64_t>(kTok, tb0 + nt_blk - t0[1]));
-        Quad<kBias, kSigned, kPk>(args, t, t0, nt, has_t1, g, r0, nrows, has_g1, cbuf, acc, stream);
+        if (has_t1) {
+          Quad<kBias, kSigned, kPk, true>(args, t, t0, nt, g, r0, nrows, has_g1, cbuf, acc, stream);
+        } else {
+          Quad<kBias, kSigned, kPk, false>(args, t, t0, nt, g, r0, nrows, has_g1, cbuf, acc, stream);
+        }
       }
     }
   }

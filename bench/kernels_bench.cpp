@@ -19,6 +19,8 @@
 // PagedAttention/<isa>[/bf16|/int8]/ctx:<n_ctx>/seqs:<n>: one decode token per sequence, 14 query / 2 KV heads,
 // head_dim 64, blocks of 16 positions; keys and values in f32, or stored as bf16 or int8 (--kv-cache-dtype).
 // PagedAttentionPrefill/...: a prefill chunk's tokens one by one or in runs (PagedAttentionTokens).
+//
+// AmxProbe/<case> (AMX machines only): whether the tile unit and the vector units work at once (amx_probe.cpp).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -29,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "amx_probe.h"
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kv_dtype.h"
@@ -374,6 +377,7 @@ void RegisterPrefillAttention() {
 }
 
 void Register() {
+  RegisterAmxProbe();
   RegisterAttention();
   RegisterPrefillAttention();
   RegisterExperts();

@@ -16,6 +16,16 @@
 // prefetch the weights of one further on. An odd last token tile runs alone (half the tile work), and a ragged one
 // reads a zero-padded copy of its activations; a batch under 16 tokens is one tile as high as the batch.
 //
+// What bounds it (Sapphire Rapids kind, 2026-12-03): the tile instructions and the vector arithmetic do not run at
+// the same time. kernels_bench AmxProbe/* times one block's tile side and tail alone and together: ~61 and ~59 ns,
+// and their sum together (~124; ~105 when each tile's ops are followed by its own tail). In this kernel at 64
+// tokens, taking out the tails or the tile instructions (results wrong, timing only) leaves about half the time
+// each; taking out the code conversion, the prefetch, or moving the activation tiles into L1 changes nothing
+// measurable. So the time a block is the tile side plus the tail, and what would cut it is fewer tile operations
+// or fewer f32 operations per multiply-add: blocks wider than 32 columns where the format's scales allow (MLX
+// groups of 64 with activations quantized per 64: AmxProbe/tiles/k64 does twice the multiply-adds for ~1.3x the tile
+// side, and the tails would halve), which changes the arithmetic of every path.
+//
 // Bit-exactness: a tile gives C[t][i] = sum qx * code exactly in int32, with the codes as signed bytes (Q8_0, Q4_0:
 // the packed code + offset converted back) or unsigned ones (Q4_K, MLX: no offset): the same block dot idot every
 // path computes. The f32 tail then runs per lane exactly as in matmul_avx512.cpp (a C row is one

@@ -282,8 +282,9 @@ void BM_PagedAttentionPrefill(benchmark::State& state, int lanes, int64_t n_ctx,
 
 // A mixture-of-experts layer's products as a decode step runs them (MatMulGrouped): `experts` experts of
 // qwen3-moe-mini's shape (gate and up 384 x 1024, down 1024 x 384; Q4_K with Q4_0 down as make-model writes it, or
-// MLX 4-bit in groups of 64 with f16 scales and biases; repacked as at load), each over its group of `per_expert`
-// tokens, over 4 layers' experts in turn so the weights stream from memory as in a model (4 layers: ~170 MB packed).
+// MLX 4-bit in groups of 64 with f16 scales and biases; repacked as at load by RepackAllForKernels), each over its
+// group of `per_expert` tokens, over 4 layers' experts in turn so the weights stream from memory as in a model (4
+// layers: ~170 MB packed).
 // Counters: GOP/s and GB/s of packed weight bytes; per CPU second of the calling thread with one thread. 64
 // sequences top-8 of 64 experts give ~8 tokens an expert; the dense shape's 64 tokens are MatMul/q4_k/.../tokens:64.
 // `down`: the down products (the activations of width 384) instead of gate and up.
@@ -295,13 +296,11 @@ void BM_ExpertsGrouped(benchmark::State& state, WType type, bool down, int64_t p
   auto w = MakeWeights(t, s);
   const int per_layer = down ? 1 : 2;
   std::vector<MatrixView> views(static_cast<size_t>(kExperts * kLayers * per_layer), w->view);
-  std::vector<std::shared_ptr<uint8_t[]>> owners;
+  // Every matrix its own packed copy (same values): distinct memory to stream, laid out as at model load.
+  std::vector<MatrixView*> mats;
+  for (MatrixView& v : views) mats.push_back(&v);
   size_t packed_bytes = 0;
-  for (MatrixView& v : views) {  // every matrix its own packed copy (same values): distinct memory to stream
-    size_t b = 0;
-    owners.push_back(RepackForKernels(&v, &b));
-    packed_bytes += b;
-  }
+  const auto owners = RepackAllForKernels(mats, nullptr, &packed_bytes);
   const int64_t rows = kExperts * per_expert;
   std::mt19937 rng(2);
   std::normal_distribution<float> dist(0.0f, 1.0f);

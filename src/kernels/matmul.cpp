@@ -254,21 +254,42 @@ void MatMulGroupedGather(std::span<const MatMulGroupOut> outs, const float* x, i
   });
 }
 
+namespace {
+
+// Copies of at least this many bytes get a mapping of their own (2 MiB-aligned, huge pages); smaller ones share one.
+constexpr size_t kHuge = size_t{2} << 20;
+constexpr size_t kOwnMapping = kHuge / 2;
+
+// The best path's packer for w, and the bytes of w's packed copy (0: that path does not repack w).
+const mm::IsaKernels* Packer(const MatrixView& w, mm::QFormat* fmt, size_t* n) {
+  *n = 0;
+  const mm::IsaKernels* k = KernelsFor(BestSupportedIsa());
+  if (k == nullptr || k->pack == nullptr || !mm::QuantFormatOf(w, fmt) || w.rows <= 0) return nullptr;
+  *n = k->packed_bytes(w, *fmt);
+  return *n > 0 ? k : nullptr;
+}
+
+// Packs w into p (64-byte aligned, the packed size long) and points w at it.
+void PackInto(const mm::IsaKernels* k, mm::QFormat fmt, MatrixView* w, uint8_t* p) {
+  k->pack(*w, fmt, p);
+  w->packed = p;
+  w->packed_isa = static_cast<int8_t>(PackedLayout(BestSupportedIsa()));
+}
+
+}  // namespace
+
 std::shared_ptr<uint8_t[]> RepackForKernels(MatrixView* w, size_t* bytes) {
   if (bytes) *bytes = 0;
-  const IsaPath isa = BestSupportedIsa();
-  const mm::IsaKernels* k = KernelsFor(isa);
   mm::QFormat fmt;
-  if (k == nullptr || k->pack == nullptr || !mm::QuantFormatOf(*w, &fmt) || w->rows <= 0) return nullptr;
-  const size_t n = k->packed_bytes(*w, fmt);
-  if (n == 0) return nullptr;
+  size_t n = 0;
+  const mm::IsaKernels* k = Packer(*w, &fmt, &n);
+  if (k == nullptr) return nullptr;
   // Large copies go on 2 MiB-aligned memory advised as transparent huge pages: a decode step streams every
   // weight once, and 4 KiB pages would cost a TLB walk per 64 cache lines (and ~130K page faults at load).
-  constexpr size_t kHuge = size_t{2} << 20;
   std::shared_ptr<uint8_t[]> mem;
   size_t alloc = n + 64;
   uint8_t* p = nullptr;
-  if (n >= kHuge / 2) {
+  if (n >= kOwnMapping) {
     // Mapped pages, 2 MiB-aligned and advised as huge pages (util/zeroed_pages.h says why not malloc's heap).
     auto pages = std::make_shared<ZeroedPages>(n);
     p = static_cast<uint8_t*>(pages->get());
@@ -278,11 +299,52 @@ std::shared_ptr<uint8_t[]> RepackForKernels(MatrixView* w, size_t* bytes) {
     mem = std::shared_ptr<uint8_t[]>(new uint8_t[alloc]);
     p = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem.get()) + 63) & ~uintptr_t{63});
   }
-  k->pack(*w, fmt, p);
-  w->packed = p;
-  w->packed_isa = static_cast<int8_t>(PackedLayout(isa));
+  PackInto(k, fmt, w, p);
   if (bytes) *bytes = alloc;
   return mem;
+}
+
+std::vector<std::shared_ptr<uint8_t[]>> RepackAllForKernels(std::span<MatrixView* const> mats, ThreadPool* pool,
+                                                            size_t* bytes) {
+  const size_t n_mats = mats.size();
+  std::vector<const mm::IsaKernels*> packer(n_mats);
+  std::vector<mm::QFormat> fmt(n_mats);
+  std::vector<size_t> size(n_mats), offset(n_mats, 0);
+  size_t shared = 0;  // the small copies, one after another at 64-byte boundaries in the matrices' order
+  for (size_t i = 0; i < n_mats; ++i) {
+    packer[i] = Packer(*mats[i], &fmt[i], &size[i]);
+    if (packer[i] == nullptr || size[i] >= kOwnMapping) continue;
+    offset[i] = shared;
+    shared += (size[i] + 63) & ~size_t{63};
+  }
+  std::vector<std::shared_ptr<uint8_t[]>> owners;
+  std::shared_ptr<ZeroedPages> pages = shared > 0 ? std::make_shared<ZeroedPages>(shared) : nullptr;
+  if (pages) owners.emplace_back(pages, static_cast<uint8_t*>(pages->get()));
+  std::vector<std::shared_ptr<uint8_t[]>> own(n_mats);
+  std::vector<size_t> own_bytes(n_mats, 0);
+  auto pack = [&](int64_t task, int) {
+    const size_t i = static_cast<size_t>(task);
+    if (packer[i] == nullptr) return;
+    if (size[i] >= kOwnMapping) {
+      own[i] = RepackForKernels(mats[i], &own_bytes[i]);
+    } else {
+      PackInto(packer[i], fmt[i], mats[i], static_cast<uint8_t*>(pages->get()) + offset[i]);
+    }
+  };
+  // Each matrix is packed by one thread: the copies do not depend on the split.
+  if (pool != nullptr) {
+    pool->ParallelFor(static_cast<int64_t>(n_mats), pack);
+  } else {
+    for (size_t i = 0; i < n_mats; ++i) pack(static_cast<int64_t>(i), 0);
+  }
+  size_t total = pages ? pages->size() : 0;
+  for (size_t i = 0; i < n_mats; ++i) {
+    if (own[i] == nullptr) continue;
+    owners.push_back(std::move(own[i]));
+    total += own_bytes[i];
+  }
+  if (bytes) *bytes = total;
+  return owners;
 }
 
 }  // namespace parallm

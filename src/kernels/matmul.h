@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "tensor/matrix.h"
 #include "util/thread_pool.h"
@@ -62,6 +63,14 @@ void MatMulGroupedGather(std::span<const MatMulGroupOut> outs, const float* x, i
 // paths without a packed kernel). A path forced later (tests) ignores a copy packed for another path.
 // *bytes (if not null) receives the packed copy's size.
 std::shared_ptr<uint8_t[]> RepackForKernels(MatrixView* w, size_t* bytes);
+// RepackForKernels for a model's matrices at once, one matrix per task over `pool` (may be null). Copies under
+// 1 MiB (a mixture's experts: 0.2 MiB each in qwen3-moe-mini, thousands of them; small K/V projections) share one
+// mapping advised as huge pages, at offsets fixed by the matrices' order, where each on its own heap block would sit
+// on 4 KiB pages (a TLB walk per 64 cache lines as a decode step streams them); larger ones each get their own, as
+// RepackForKernels gives them. Returns the owners (keep them alive as long as the matrices); *bytes (if not null)
+// receives the total of the packed copies.
+std::vector<std::shared_ptr<uint8_t[]>> RepackAllForKernels(std::span<MatrixView* const> mats, ThreadPool* pool,
+                                                            size_t* bytes);
 
 namespace ref {
 // The scalar reference twin: same signature and the same activation quantization as the fast path, so the

@@ -85,22 +85,17 @@ Model::Model(LoadedModel loaded) : loaded_(std::move(loaded)) {
         for (MatrixView& m : *list) mats.push_back(&m);
     }
     mats.push_back(&w.output);  // a copy of the view even when tied: the embedding lookup keeps reading the stored rows
-    // One matrix per task over all cores: each is packed by one thread, so the copies do not depend on the split.
-    std::vector<std::shared_ptr<uint8_t[]>> mems(mats.size());
-    std::vector<size_t> bytes(mats.size(), 0);
+    // One matrix per task over all cores; the small ones (experts) share one huge-page mapping.
     ThreadPool pool(0);
-    pool.ParallelFor(static_cast<int64_t>(mats.size()), [&](int64_t i, int) {
-      mems[static_cast<size_t>(i)] = RepackForKernels(mats[static_cast<size_t>(i)], &bytes[static_cast<size_t>(i)]);
-    });
-    for (size_t i = 0; i < mats.size(); ++i) {
-      if (mems[i] == nullptr) continue;
-      w.packed.push_back(std::move(mems[i]));
-      w.packed_bytes += bytes[i];
-    }
+    size_t bytes = 0;
+    for (auto& owner : RepackAllForKernels(mats, &pool, &bytes)) w.packed.push_back(std::move(owner));
+    w.packed_bytes += bytes;
     repack_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (std::getenv("PARALLM_REPACK_VERBOSE") != nullptr)
-      std::fprintf(stderr, "repacked %zu matrices: %.1f MiB in %.3f s\n", w.packed.size(),
+    if (std::getenv("PARALLM_REPACK_VERBOSE") != nullptr) {
+      const auto repacked = std::count_if(mats.begin(), mats.end(), [](const MatrixView* m) { return m->packed; });
+      std::fprintf(stderr, "repacked %zu matrices: %.1f MiB in %.3f s\n", static_cast<size_t>(repacked),
                    static_cast<double>(w.packed_bytes) / (1 << 20), repack_seconds_);
+    }
   }
 }
 

@@ -361,6 +361,62 @@ TEST_F(MatMulTest, RepackedEqualsRefEveryPath) {
   }
 }
 
+// RepackAllForKernels: every matrix packed as RepackForKernels packs it alone (the same bytes), the copies under
+// 1 MiB one after another in one shared mapping (64-byte aligned, in the matrices' order), a larger one in a mapping
+// of its own, float matrices left alone; MatMul on each quantized one equals ref::MatMul bit for bit, on one thread
+// and on two.
+TEST_F(MatMulTest, RepackAllSharesOneMappingForSmallCopies) {
+  ThreadPool pool(2);
+  const WType q4k(DType::kQ4_K), q8(DType::kQ8_0), f32(DType::kF32);
+  struct Spec {
+    WType t;
+    int64_t rows, cols;
+  };
+  // Small Q4_K and Q8_0 copies (experts, K/V projections), a float matrix, and one over 1 MiB (2048 x 1024 Q8_0).
+  const std::vector<Spec> specs = {{q4k, 48, 256}, {q8, 37, 64}, {f32, 16, 64}, {q8, 2048, 1024}, {q4k, 21, 512}};
+  std::vector<Weights> ws;
+  std::vector<MatrixView> alone, together;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    ws.push_back(MakeWeights(specs[i].t, specs[i].rows, specs[i].cols, 90 + static_cast<int>(i)));
+    alone.push_back(ws.back().view);
+    together.push_back(ws.back().view);
+  }
+  std::vector<std::shared_ptr<uint8_t[]>> alone_owners;
+  std::vector<size_t> alone_bytes(specs.size(), 0);
+  for (size_t i = 0; i < specs.size(); ++i) alone_owners.push_back(RepackForKernels(&alone[i], &alone_bytes[i]));
+  std::vector<MatrixView*> mats;
+  for (MatrixView& v : together) mats.push_back(&v);
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    for (MatrixView& v : together) v.packed = nullptr;
+    size_t bytes = 0;
+    const auto owners = RepackAllForKernels(mats, p, &bytes);
+    if (alone_owners[0] == nullptr) {  // this path repacks nothing: nothing to share
+      EXPECT_TRUE(owners.empty());
+      continue;
+    }
+    EXPECT_EQ(owners.size(), 2u);  // the shared mapping and the large matrix's own
+    EXPECT_GT(bytes, alone_bytes[3]);
+    EXPECT_EQ(together[2].packed, nullptr);  // float weights are not repacked
+    const uint8_t* base = together[0].packed;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(base) % 64, 0u);
+    size_t offset = 0;
+    for (size_t i : {0u, 1u, 4u}) {  // the small ones, in order
+      ASSERT_EQ(together[i].packed, base + offset) << i;
+      const size_t n = alone_bytes[i] - 64;  // RepackForKernels allocates 64 bytes of alignment slack on the heap
+      EXPECT_EQ(std::memcmp(together[i].packed, alone[i].packed, n), 0) << i;
+      offset += (n + 63) & ~size_t{63};
+    }
+    EXPECT_TRUE(together[3].packed < base || together[3].packed >= base + offset);
+    for (size_t i : {0u, 1u, 3u, 4u}) {
+      const int64_t n_tok = 5, rows = specs[i].rows, cols = specs[i].cols;
+      std::vector<float> x = MakeActs(n_tok, cols, 99), y_ref(n_tok * rows), y(n_tok * rows);
+      ref::MatMul(ws[i].view, x.data(), n_tok, y_ref.data(), rows, nullptr);
+      MatMul(together[i], x.data(), n_tok, y.data(), rows, p);
+      for (int64_t j = 0; j < n_tok * rows; ++j) ASSERT_TRUE(BitEqual(y[j], y_ref[j])) << i << " at " << j;
+    }
+  }
+}
+
 // The AMX path (tiles of 16 tokens x 16 rows over the AVX-512 packed panels) on the shapes its loop nest splits
 // on: full token tiles only, full + ragged, ragged only (under 16 tokens), 1, 2, odd and even block counts (its
 // pipeline runs the tails two blocks at a time), ragged row groups, nibble-packed and biased formats; bit for bit

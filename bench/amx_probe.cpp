@@ -17,6 +17,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "kernels/cpu/amx_tile_config.h"
 #include "kernels/cpu_features.h"
 
 #if defined(__x86_64__)
@@ -35,14 +36,6 @@
 
 namespace parallm {
 namespace {
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 // The operands of a block, each in L1: token rows ([16][1024] int8 twice, read 32 bytes a block), weight tiles (two
 // slots of two 8 x 64-byte tiles), 4 slots of 4 stored products, the accumulators and per-block parameters.
@@ -127,15 +120,15 @@ void BM_AmxProbe(benchmark::State& state, Case which) {
       p.d[j][i] = 1e-6f;
       p.ds[j][i] = 1e-6f;
     }
-  TileConfig config;
-  for (int t = 0; t < 4; ++t) config.rows[t] = 16, config.colsb[t] = 64;  // products: 16 tokens x 16 int32
-  for (int t = 4; t < 6; ++t) config.rows[t] = 16, config.colsb[t] = 32;  // tokens: 16 x 32 bytes
-  for (int t = 6; t < 8; ++t) config.rows[t] = 8, config.colsb[t] = 64;   // weights: 8 x (16 rows x 4 bytes)
-  if (which == Case::kTilesK64) {  // 64 columns a multiply: twice the multiply-adds
-    for (int t = 4; t < 6; ++t) config.colsb[t] = 64;
-    for (int t = 6; t < 8; ++t) config.rows[t] = 16;
+  amx::TileConfig config;
+  for (int t = 0; t < 4; ++t) config.Set(t, 16, 64);  // products: 16 tokens x 16 int32
+  for (int t = 4; t < 6; ++t) config.Set(t, 16, 32);  // tokens: 16 x 32 bytes
+  for (int t = 6; t < 8; ++t) config.Set(t, 8, 64);   // weights: 8 x (16 rows x 4 bytes)
+  if (which == Case::kTilesK64) {                     // 64 columns a multiply: twice the multiply-adds
+    for (int t = 4; t < 6; ++t) config.Set(t, 16, 64);
+    for (int t = 6; t < 8; ++t) config.Set(t, 16, 64);
   }
-  __asm__ volatile("ldtilecfg %0" : : "m"(config));
+  amx::LoadTileConfig(config);
   constexpr int64_t kBlocks = 4096;
   for (auto _ : state) {
     for (int64_t b = 2; b < kBlocks + 2; ++b) {

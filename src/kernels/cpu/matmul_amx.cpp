@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/amx_tile_config.h"
 #include "kernels/matmul_internal.h"
 #include "util/check.h"
 
@@ -76,30 +77,16 @@ constexpr int64_t kMinTokens = 12;
 #define kB0 6
 #define kB1 7
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 // Token tiles (A) and products (C) tok_rows high: 16, a ragged last token tile then reading a zero-padded copy of
 // its activations, or a batch's whole token count when it is under 16 (one tile, nothing padded or multiplied twice).
 void ConfigureTiles(int tok_rows) {
-  TileConfig c;
-  auto set = [&](int t, int rows, int colsb) {
-    c.rows[t] = static_cast<uint8_t>(rows);
-    c.colsb[t] = static_cast<uint16_t>(colsb);
-  };
-  for (int t : {kC00, kC01, kC10, kC11}) set(t, tok_rows, 64);
-  set(kA0, tok_rows, 32);
-  set(kA1, tok_rows, 32);
-  set(kB0, 8, 64);
-  set(kB1, 8, 64);
-  // Not _tile_loadconfig: GCC 12's version tells the compiler it reads only 8 bytes of the config, so the
-  // other stores may be dropped (seen: SIGILL on the first tile load). The operand here is the whole object.
-  __asm__ volatile("ldtilecfg %0" : : "m"(c));
+  amx::TileConfig c;
+  for (int t : {kC00, kC01, kC10, kC11}) c.Set(t, tok_rows, 64);
+  c.Set(kA0, tok_rows, 32);
+  c.Set(kA1, tok_rows, 32);
+  c.Set(kB0, 8, 64);
+  c.Set(kB1, 8, 64);
+  amx::LoadTileConfig(c);
 }
 
 // Where block b's codes (as the B operand: 8 rows of 64 bytes) and f32 parameters are for one row group.

@@ -226,7 +226,8 @@ class Model::Ops final : public LayerOps {
                              c_.norm_topk_prob, c_.routed_scaling};
       RouteTokensSigmoid(m_.router_logits_.data(), moe.score_bias.empty() ? nullptr : moe.score_bias.data(), T_, p, &r);
     } else {
-      RouteTokens(m_.router_logits_.data(), T_, static_cast<int>(E), static_cast<int>(k), c_.norm_topk_prob, &r);
+      RouteTokens(m_.router_logits_.data(), T_, static_cast<int>(E), static_cast<int>(k), c_.norm_topk_prob, &r,
+                  pool_);
     }
     Resize(m_.moe_y_, A * H);
     Resize(m_.moe_gate_, A * F);

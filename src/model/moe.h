@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "util/thread_pool.h"
+
 namespace parallm {
 
 // The routing of one step's tokens through one sparse layer.
@@ -28,9 +30,10 @@ struct ExpertRouting {
 // Routes `num_tokens` tokens from their router logits ([num_tokens, num_experts], f32): softmax over all experts
 // (f32, max subtracted, sums in expert order), the top_k largest probabilities, divided by their sum when
 // `renormalize` (Qwen's norm_topk_prob; Mixtral's softmax over the top-k logits is the same), then groups the
-// assignments by expert. Each token's result depends on its own logits only.
+// assignments by expert. Each token's result depends on its own logits only, so the tokens are routed over `pool`
+// (may be null) in ranges, with the same results on any split.
 void RouteTokens(const float* logits, int64_t num_tokens, int num_experts, int top_k, bool renormalize,
-                 ExpertRouting* r);
+                 ExpertRouting* r, ThreadPool* pool = nullptr);
 
 // Fills r->offsets, r->token and r->position from r->expert (a counting sort: deterministic, stable in token order).
 void GroupByExpert(ExpertRouting* r);

@@ -69,8 +69,14 @@ TEST(MoeRouting, NearTiesRouteTheSameAloneAndInABatch) {
       float& b = logits[static_cast<size_t>(t * E + e + 1)];
       b = (e / 2) % 2 == 0 ? std::nextafter(a, 2.0f) : a;
     }
-  ExpertRouting batch;
+  ExpertRouting batch, pooled;
   RouteTokens(logits.data(), T, E, k, true, &batch);
+  ThreadPool pool(2);
+  RouteTokens(logits.data(), T, E, k, true, &pooled, &pool);  // routed in token ranges over two threads
+  EXPECT_EQ(pooled.expert, batch.expert);
+  EXPECT_EQ(pooled.weight, batch.weight);
+  EXPECT_EQ(pooled.token, batch.token);
+  EXPECT_EQ(pooled.position, batch.position);
   for (int t = 0; t < T; ++t) {
     ExpertRouting alone;
     RouteTokens(logits.data() + t * E, 1, E, k, true, &alone);

@@ -276,14 +276,9 @@ void PackInto(const mm::IsaKernels* k, mm::QFormat fmt, MatrixView* w, uint8_t* 
   w->packed_isa = static_cast<int8_t>(PackedLayout(BestSupportedIsa()));
 }
 
-}  // namespace
-
-std::shared_ptr<uint8_t[]> RepackForKernels(MatrixView* w, size_t* bytes) {
-  if (bytes) *bytes = 0;
-  mm::QFormat fmt;
-  size_t n = 0;
-  const mm::IsaKernels* k = Packer(*w, &fmt, &n);
-  if (k == nullptr) return nullptr;
+// Packs w (packer k, format fmt, n bytes) into memory of its own; *bytes receives that memory's size.
+std::shared_ptr<uint8_t[]> PackOwned(const mm::IsaKernels* k, mm::QFormat fmt, size_t n, MatrixView* w,
+                                    size_t* bytes) {
   // Large copies go on 2 MiB-aligned memory advised as transparent huge pages: a decode step streams every
   // weight once, and 4 KiB pages would cost a TLB walk per 64 cache lines (and ~130K page faults at load).
   std::shared_ptr<uint8_t[]> mem;
@@ -302,6 +297,16 @@ std::shared_ptr<uint8_t[]> RepackForKernels(MatrixView* w, size_t* bytes) {
   PackInto(k, fmt, w, p);
   if (bytes) *bytes = alloc;
   return mem;
+}
+
+}  // namespace
+
+std::shared_ptr<uint8_t[]> RepackForKernels(MatrixView* w, size_t* bytes) {
+  if (bytes) *bytes = 0;
+  mm::QFormat fmt;
+  size_t n = 0;
+  const mm::IsaKernels* k = Packer(*w, &fmt, &n);
+  return k == nullptr ? nullptr : PackOwned(k, fmt, n, w, bytes);
 }
 
 std::vector<std::shared_ptr<uint8_t[]>> RepackAllForKernels(std::span<MatrixView* const> mats, ThreadPool* pool,
@@ -326,7 +331,7 @@ std::vector<std::shared_ptr<uint8_t[]>> RepackAllForKernels(std::span<MatrixView
     const size_t i = static_cast<size_t>(task);
     if (packer[i] == nullptr) return;
     if (size[i] >= kOwnMapping) {
-      own[i] = RepackForKernels(mats[i], &own_bytes[i]);
+      own[i] = PackOwned(packer[i], fmt[i], size[i], mats[i], &own_bytes[i]);
     } else {
       PackInto(packer[i], fmt[i], mats[i], static_cast<uint8_t*>(pages->get()) + offset[i]);
     }

@@ -4,7 +4,8 @@
 //
 //   build-kern/bench/kernels_bench --benchmark_filter='MatMul/q8_0/avx512/.*' --benchmark_min_time=0.3
 //
-// Benchmark names: MatMul/<type>/<isa>/<shape>/tokens:<n>/threads:<t>, shape one of
+// Benchmark names: MatMul/<type>/<isa>/<shape>/tokens:<n>/threads:<t> (isa amx-bf16: every token through the
+// bf16 formula, as a prompt's tokens are), shape one of
 //   up   = 4864 x 896   (FFN gate/up: 4864 rows, 896 columns)
 //   down = 896 x 4864   (FFN down)
 //   head = 151936 x 896 (LM head, a quarter of the model's weights)
@@ -28,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -127,7 +129,8 @@ ThreadPool* Pool(int threads) {
   return p.get();
 }
 
-void BM_MatMul(benchmark::State& state, WType t, IsaPath isa, Shape s, int64_t n_tokens, int threads, bool packed) {
+void BM_MatMul(benchmark::State& state, WType t, IsaPath isa, Shape s, int64_t n_tokens, int threads, bool packed,
+               bool bf16) {
   if (!IsIsaSupported(isa)) {
     state.SkipWithError("path not supported on this CPU");
     return;
@@ -150,8 +153,15 @@ void BM_MatMul(benchmark::State& state, WType t, IsaPath isa, Shape s, int64_t n
       return;
     }
   }
+  // bf16: every token listed in bf16_rows (a prompt's tokens), the bf16 formula on AMX-BF16 tiles.
+  if (bf16 && !Bf16RowsEnabled()) {
+    state.SkipWithError("no bf16 formula on this CPU");
+    return;
+  }
+  const RowRange all[] = {{0, n_tokens}};
+  const std::span<const RowRange> rows = bf16 ? std::span<const RowRange>(all) : std::span<const RowRange>();
   for (auto _ : state) {
-    MatMul(view, x.data(), n_tokens, y.data(), s.rows, pool);
+    MatMul(view, x.data(), n_tokens, y.data(), s.rows, pool, rows);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -402,11 +412,20 @@ void Register() {
             if (packed && isa != BestSupportedIsa() && isa != IsaPath::kAvx512) continue;
             std::string name = "MatMul/" + t.name + "/" + std::string(IsaName(isa)) + (packed ? "+packed" : "") + "/" +
                                s.name + "/tokens:" + std::to_string(n) + "/threads:" + std::to_string(threads);
-            auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, isa, s, n, threads, packed);
-            b->Unit(benchmark::kMillisecond);
-            // One thread: rates per CPU second of that thread (robust on a shared machine). Two threads:
-            // rates per wall-clock second (the CPU column then shows the calling thread only).
-            if (threads > 1) b->UseRealTime();
+            // amx-bf16+packed: the same weights through the bf16 formula (the rows of a prompt).
+            const bool bf16_too = isa == IsaPath::kAmx && packed && t.dtype != DType::kQ6_K &&
+                                  (t.mlx || !Info(t.dtype).is_float);
+            for (bool bf16 : {false, true}) {
+              if (bf16 && !bf16_too) continue;
+              const std::string full = bf16 ? "MatMul/" + t.name + "/amx-bf16+packed/" + s.name + "/tokens:" +
+                                                  std::to_string(n) + "/threads:" + std::to_string(threads)
+                                            : name;
+              auto* b = benchmark::RegisterBenchmark(full.c_str(), BM_MatMul, t, isa, s, n, threads, packed, bf16);
+              b->Unit(benchmark::kMillisecond);
+              // One thread: rates per CPU second of that thread (robust on a shared machine). Two threads:
+              // rates per wall-clock second (the CPU column then shows the calling thread only).
+              if (threads > 1) b->UseRealTime();
+            }
            }
           }
         }

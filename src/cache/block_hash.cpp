@@ -10,9 +10,11 @@ namespace {
 constexpr uint64_t kRootSeed = 0x70617261'6c6c6d31ULL;  // "parallm1"
 }  // namespace
 
-BlockHash HashBlockTokens(std::optional<BlockHash> parent, std::span<const int32_t> tokens, uint64_t salt) {
+BlockHash HashBlockTokens(std::optional<BlockHash> parent, std::span<const int32_t> tokens, uint64_t salt,
+                          uint32_t mark) {
   uint64_t seed = parent ? parent->value : kRootSeed;
   if (!parent && salt != 0) seed = XXH3_64bits_withSeed(&salt, sizeof(salt), kRootSeed);
+  if (mark != 0) seed = XXH3_64bits_withSeed(&mark, sizeof(mark), seed);
   return BlockHash{XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), seed)};
 }
 

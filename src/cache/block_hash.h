@@ -16,8 +16,10 @@ struct BlockHash {
 
 // xxHash64 (XXH3) of (parent hash or a fixed seed, the block's `block_size` token ids). `salt` (first block only;
 // the chain carries it on) separates sequences whose K/V differ for the same tokens: the LoRA adapter they run
-// with (0: the base model), so blocks are never shared across adapters.
-BlockHash HashBlockTokens(std::optional<BlockHash> parent, std::span<const int32_t> tokens, uint64_t salt = 0);
+// with (0: the base model), so blocks are never shared across adapters. `mark` (any block; 0: none) separates a block
+// whose K/V were computed in part by another formula than a prompt's (KVCacheManager's int8_from).
+BlockHash HashBlockTokens(std::optional<BlockHash> parent, std::span<const int32_t> tokens, uint64_t salt = 0,
+                          uint32_t mark = 0);
 
 }  // namespace parallm
 

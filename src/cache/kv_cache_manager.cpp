@@ -40,7 +40,18 @@ void KVCacheManager::ReleaseBehindWindow(RequestBlocks& req, int32_t num_compute
   stats_.blocks_slid_out += static_cast<int64_t>(released.size());
 }
 
-ComputedBlocks KVCacheManager::GetComputedBlocks(std::span<const int32_t> tokens, uint64_t salt) {
+namespace {
+
+// Block i's hash mark (GetComputedBlocks' int8_from): 0 for a block wholly before int8_from, else 1 + the offset of
+// int8_from in the block (1 when the block starts at or after it).
+uint32_t FormulaMark(int32_t i, int32_t bs, int32_t int8_from) {
+  if (int8_from < 0 || (i + 1) * bs <= int8_from) return 0;
+  return static_cast<uint32_t>(1 + std::max(0, int8_from - i * bs));
+}
+
+}  // namespace
+
+ComputedBlocks KVCacheManager::GetComputedBlocks(std::span<const int32_t> tokens, uint64_t salt, int32_t int8_from) {
   const int32_t bs = pool_.block_size();
   const int32_t num_tokens = static_cast<int32_t>(tokens.size());
   const int32_t num_full = num_tokens / bs;
@@ -52,7 +63,7 @@ ComputedBlocks KVCacheManager::GetComputedBlocks(std::span<const int32_t> tokens
     std::optional<BlockHash> parent;
     for (int32_t i = 0; i < num_full; ++i) {
       std::span<const int32_t> block_tokens = tokens.subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
-      BlockHash hash = HashBlockTokens(parent, block_tokens, salt);
+      BlockHash hash = HashBlockTokens(parent, block_tokens, salt, FormulaMark(i, bs, int8_from));
       std::optional<int32_t> id = pool_.Lookup(hash, block_tokens);
       if (!id) break;
       computed.block_ids.push_back(*id);
@@ -115,7 +126,8 @@ bool KVCacheManager::AllocateSlots(RequestId id, int32_t num_computed_tokens, in
   return true;
 }
 
-void KVCacheManager::CacheFullBlocks(RequestId id, std::span<const int32_t> tokens, int32_t num_tokens, uint64_t salt) {
+void KVCacheManager::CacheFullBlocks(RequestId id, std::span<const int32_t> tokens, int32_t num_tokens, uint64_t salt,
+                                     int32_t int8_from) {
   if (!pool_.prefix_caching()) return;
   auto it = requests_.find(id);
   PARALLM_CHECK_MSG(it != requests_.end(), "CacheFullBlocks for an unknown request");
@@ -127,7 +139,7 @@ void KVCacheManager::CacheFullBlocks(RequestId id, std::span<const int32_t> toke
     std::span<const int32_t> block_tokens = tokens.subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
     std::optional<BlockHash> parent;
     if (i > 0) parent = req.hashes[static_cast<size_t>(i - 1)];
-    BlockHash hash = HashBlockTokens(parent, block_tokens, salt);
+    BlockHash hash = HashBlockTokens(parent, block_tokens, salt, FormulaMark(i, bs, int8_from));
     // A released block was cached before it fell behind the window; only its hash is still needed (the chain).
     if (req.blocks[static_cast<size_t>(i)] != kNoBlock) pool_.Cache(req.blocks[static_cast<size_t>(i)], hash, block_tokens);
     req.hashes.push_back(hash);

@@ -51,7 +51,10 @@ class KVCacheManager {
   // (the last prompt token must run to produce logits), so a fully cached prompt reuses all blocks but the
   // last. Does not take references: pass the result to AllocateSlots.
   // `salt`: the request's LoRA adapter (0: base model), part of every block hash (HashBlockTokens).
-  ComputedBlocks GetComputedBlocks(std::span<const int32_t> tokens, uint64_t salt = 0);
+  // `int8_from`: where a request's prompt runs on MatMul's bf16 formula, the first position the int8 formula computes
+  // (its last prompt token; -1: one formula for all). Blocks holding that position or later are hashed apart, so a
+  // block is reused only where a cold run would have computed it the same way.
+  ComputedBlocks GetComputedBlocks(std::span<const int32_t> tokens, uint64_t salt = 0, int32_t int8_from = -1);
 
   // Makes room for `num_new_tokens` more tokens of request `id` (whose first `num_computed_tokens` are in its
   // blocks already, or in `new_computed` blocks from GetComputedBlocks on its first call). Returns false, and
@@ -60,7 +63,8 @@ class KVCacheManager {
                      const ComputedBlocks& new_computed = {});
 
   // Caches the request's full blocks among its first `num_tokens` tokens (`tokens` = all its tokens so far).
-  void CacheFullBlocks(RequestId id, std::span<const int32_t> tokens, int32_t num_tokens, uint64_t salt = 0);
+  void CacheFullBlocks(RequestId id, std::span<const int32_t> tokens, int32_t num_tokens, uint64_t salt = 0,
+                       int32_t int8_from = -1);
 
   // Releases all of a request's blocks (finish, cancel, preemption). Unknown ids are ignored.
   void Free(RequestId id);

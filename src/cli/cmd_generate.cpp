@@ -141,6 +141,7 @@ int RunGenerate(const GenerateOptions& o) {
     ThreadPool pool(o.threads);
     SingleSequence seq(model, static_cast<int>(prompt.size()) + o.max_tokens, &pool, o.kv_cache_dtype);
     seq.SetAdapter(session->adapter.get());
+    seq.SetNumPromptTokens(static_cast<int>(prompt.size()));
     Sampler sampler(params);
     auto t0 = Clock::now();
     std::vector<float> logits = seq.Append(prompt);

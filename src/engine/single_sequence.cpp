@@ -40,7 +40,7 @@ std::vector<float> SingleSequence::Append(std::span<const int32_t> tokens, bool 
   batch.tokens = tokens;
   batch.positions = positions;
   batch.slot_mapping = slots;
-  batch.sequences.push_back(SequenceSlice{0, n, num_tokens_ + n, block_table_, 0, adapter_, state_ ? 0 : -1});
+  batch.sequences.push_back(SequenceSlice{0, n, num_tokens_ + n, block_table_, num_prompt_tokens_, adapter_, state_ ? 0 : -1});
   batch.logits_indices = logits_indices;
   std::vector<float> logits(logits_indices.size() * static_cast<size_t>(model_.config().vocab));
   model_.Forward(batch, kv_, logits.data(), pool_, state_.get());

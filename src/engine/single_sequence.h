@@ -23,6 +23,10 @@ class SingleSequence {
   std::vector<float> Append(std::span<const int32_t> tokens, bool all_logits = false);
   // Runs the sequence with a LoRA adapter (nullptr: the base model); set before the first Append. Not owned.
   void SetAdapter(const LoraAdapter* adapter) { adapter_ = adapter; }
+  // The sequence's prompt length (SequenceSlice::num_prompt_tokens; 0, the default: unknown): with it, the prompt runs
+  // as the engine runs a request's (MatMul's bf16 formula for its tokens but the last, a hybrid model's SSD chunks),
+  // so the results equal the engine's. Set before the first Append.
+  void SetNumPromptTokens(int n) { num_prompt_tokens_ = n; }
   int num_tokens() const { return num_tokens_; }
   int max_tokens() const { return max_tokens_; }
 
@@ -31,6 +35,7 @@ class SingleSequence {
   ThreadPool* pool_;
   int max_tokens_;
   int num_tokens_ = 0;
+  int num_prompt_tokens_ = 0;
   PagedKvStorage kv_;
   std::unique_ptr<SsmStateStorage> state_;  // hybrid models: one slot, slot 0
   std::vector<int32_t> block_table_;

@@ -73,6 +73,16 @@ bool Detect(IsaPath p) {
   }
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+// AMX-BF16 tiles (CPUID.7.0:EDX bit 22) and AVX512-BF16 conversions (CPUID.7.1:EAX bit 5), beside AMX itself.
+bool DetectAmxBf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !(edx & (1u << 22))) return false;
+  if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) || !(eax & (1u << 5))) return false;
+  return IsIsaSupported(IsaPath::kAmx);
+}
+#endif
+
 IsaPath FromEnv() {
   const char* env = std::getenv("PARALLM_ISA");
   if (env == nullptr || *env == '\0') return BestSupportedIsa();
@@ -121,6 +131,15 @@ IsaPath BestSupportedIsa() {
   for (IsaPath p : {IsaPath::kAmx, IsaPath::kAvx512, IsaPath::kAvxVnni, IsaPath::kAvx2, IsaPath::kNeon})
     if (IsIsaSupported(p)) return p;
   return IsaPath::kScalar;
+}
+
+bool HasAmxBf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = DetectAmxBf16();
+  return has;
+#else
+  return false;
+#endif
 }
 
 IsaPath ActiveIsa() {

@@ -18,6 +18,8 @@ std::string_view IsaName(IsaPath p);
 // The best path this CPU supports.
 IsaPath BestSupportedIsa();
 bool IsIsaSupported(IsaPath p);
+// AMX with its bf16 tile multiplies and the AVX-512 bf16 conversions (the bf16 formula's kernel).
+bool HasAmxBf16();
 // The path kernels use now: BestSupportedIsa() unless forced (tests; env PARALLM_ISA=scalar|avx2|avxvnni|avx512|amx).
 IsaPath ActiveIsa();
 // Forces a path for this process (must be supported); used by tests to check every compiled path.

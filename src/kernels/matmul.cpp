@@ -5,7 +5,10 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu_features.h"
@@ -60,7 +63,162 @@ const mm::IsaKernels* KernelsFor(IsaPath isa) {
 // The path whose packed layout `isa` reads: AMX reads the AVX-512 panels.
 IsaPath PackedLayout(IsaPath isa) { return isa == IsaPath::kAmx ? IsaPath::kAvx512 : isa; }
 
+// The bf16 formula's kernel, where compiled in.
+const mm::Bf16Kernels* Bf16KernelsHere() {
+#if defined(__x86_64__)
+  return mm::AmxBf16Kernels();
+#else
+  return nullptr;
+#endif
+}
+
+// The AVX-512 packer (whose layout the bf16 kernel reads), where compiled in.
+const mm::IsaKernels* Avx512Packer() {
+#if defined(__x86_64__)
+  return mm::Avx512Kernels();
+#else
+  return nullptr;
+#endif
+}
+
+constexpr int kBf16Unset = -1;
+std::atomic<int> g_bf16_rows{kBf16Unset};  // SetBf16RowsEnabled's choice
+
+bool Bf16RowsFromEnv() {
+  const char* env = std::getenv("PARALLM_BF16_ROWS");
+  return env == nullptr || std::string_view(env) != "0";
+}
+
+// Whether w's rows can take the bf16 formula here: quantized in a format it covers, packed for the AMX path.
+bool Bf16Covers(const MatrixView& w, mm::QFormat* fmt) {
+  return mm::QuantFormatOf(w, fmt) && mm::Bf16FormulaCovers(*fmt) && w.rows > 0 && w.packed != nullptr &&
+         w.packed_isa == static_cast<int8_t>(IsaPath::kAvx512);
+}
+
+// The bf16 formula for products over row ranges of x (each MatMulGroupOut's rows), all of them covered
+// (Bf16Covers): the rows are converted to bf16 once, and the row groups of all products run in one parallel loop.
+void MatMulBf16Grouped(std::span<const MatMulGroupOut> outs, const float* x, ThreadPool* pool) {
+  const mm::Bf16Kernels* k = Bf16KernelsHere();
+  const int64_t cols = outs[0].w->cols;
+  const int threads = pool ? pool->num_threads() : 1;
+  auto parallel = [&](int64_t n, const std::function<void(int64_t, int)>& fn) {
+    if (pool && n > 1) {
+      pool->ParallelFor(n, fn);
+    } else {
+      for (int64_t i = 0; i < n; ++i) fn(i, 0);
+    }
+  };
+  int64_t x_rows = 0;
+  for (const MatMulGroupOut& o : outs) x_rows = std::max(x_rows, o.x_begin + o.n_tokens);
+  thread_local Scratch t_bf16;
+  auto* xb = reinterpret_cast<uint16_t*>(t_bf16.Get(static_cast<size_t>(x_rows * cols * 2)));
+  // Each product's rows (products of one call usually share them: Q/K/V, gate/up), converted once.
+  thread_local std::vector<RowRange> t_conv;
+  std::vector<RowRange>& conv = t_conv;
+  conv.clear();
+  for (const MatMulGroupOut& o : outs)
+    if (std::none_of(conv.begin(), conv.end(), [&](const RowRange& r) {
+          return r.begin == o.x_begin && r.end == o.x_begin + o.n_tokens;
+        }))
+      conv.push_back(RowRange{o.x_begin, o.x_begin + o.n_tokens});
+  parallel(static_cast<int64_t>(conv.size()) * threads, [&](int64_t task, int) {
+    const RowRange& r = conv[static_cast<size_t>(task / threads)];
+    auto [t0, t1] = SplitRange(r.end - r.begin, threads, task % threads);
+    k->to_bf16(x, cols, r.begin + t0, r.begin + t1, xb);
+  });
+  struct Task {
+    mm::Bf16Args args;
+    int64_t r0, r1;
+  };
+  thread_local std::vector<Task> t_tasks;
+  std::vector<Task>& tasks = t_tasks;
+  tasks.clear();
+  // Tasks of whole pairs of row groups (a pair shares its token tiles' loads), about threads * 4 in all.
+  int64_t pairs = 0;
+  for (const MatMulGroupOut& o : outs) pairs += (o.w->rows + 31) / 32;
+  const int64_t per_task = std::max<int64_t>(1, pairs / (threads * 4));
+  for (const MatMulGroupOut& o : outs) {
+    mm::QFormat fmt;
+    PARALLM_CHECK(Bf16Covers(*o.w, &fmt) && o.w->cols == cols);
+    const mm::Bf16Args args{o.w, fmt, xb + o.x_begin * cols, o.n_tokens, o.y, o.y_stride};
+    for (int64_t r0 = 0; r0 < o.w->rows; r0 += per_task * 32)
+      tasks.push_back(Task{args, r0, std::min(o.w->rows, r0 + per_task * 32)});
+  }
+  const size_t scratch_bytes = k->scratch_bytes(cols);
+  parallel(static_cast<int64_t>(tasks.size()), [&](int64_t t, int) {
+    const Task& task = tasks[static_cast<size_t>(t)];
+    k->rows(task.args, task.r0, task.r1, t_scratch.Get(scratch_bytes));
+  });
+}
+
 }  // namespace
+
+bool Bf16RowsEnabled() {
+  const int set = g_bf16_rows.load(std::memory_order_relaxed);
+  static const bool from_env = Bf16RowsFromEnv();
+  return (set == kBf16Unset ? from_env : set != 0) && ActiveIsa() == IsaPath::kAmx && HasAmxBf16() &&
+         Bf16KernelsHere() != nullptr;
+}
+
+void SetBf16RowsEnabled(bool on) { g_bf16_rows.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool,
+            std::span<const RowRange> bf16_rows) {
+  const MatMulOut out{&w, y, y_stride};
+  MatMulMulti(std::span<const MatMulOut>(&out, 1), x, n_tokens, pool, bf16_rows);
+}
+
+void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_tokens, ThreadPool* pool,
+                 std::span<const RowRange> bf16_rows) {
+  if (bf16_rows.empty() || !Bf16RowsEnabled()) return MatMulMulti(outs, x, n_tokens, pool);
+  // The int8 formula: every row of the products bf16 does not cover, the other rows of those it does.
+  thread_local std::vector<MatMulGroupOut> t_int8, t_bf16;
+  std::vector<MatMulGroupOut>& int8 = t_int8;
+  std::vector<MatMulGroupOut>& bf16 = t_bf16;
+  int8.clear();
+  bf16.clear();
+  // A covered matrix not repacked at load (PARALLM_REPACK=0, tests forcing another path) is packed for this call, so
+  // the rows a caller lists get the same formula either way.
+  thread_local std::vector<MatrixView> t_views;
+  thread_local std::vector<std::unique_ptr<uint8_t[]>> t_copies;
+  std::vector<MatrixView>& views = t_views;
+  views.clear();
+  views.reserve(outs.size());
+  t_copies.clear();
+  for (const MatMulOut& o : outs) {
+    mm::QFormat fmt;
+    const MatrixView* w = o.w;
+    auto part = [&](std::vector<MatMulGroupOut>& v, int64_t b, int64_t e) {
+      if (e > b) v.push_back(MatMulGroupOut{&v == &int8 ? o.w : w, b, e - b, o.y + b * o.y_stride, o.y_stride});
+    };
+    if (mm::QuantFormatOf(*w, &fmt) && mm::Bf16FormulaCovers(fmt) && w->rows > 0 && !Bf16Covers(*w, &fmt)) {
+      const size_t n = Avx512Packer()->packed_bytes(*w, fmt);
+      if (n > 0) {
+        t_copies.emplace_back(new uint8_t[n + 64]);
+        auto* p = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(t_copies.back().get()) + 63) & ~uintptr_t{63});
+        Avx512Packer()->pack(*w, fmt, p);
+        views.push_back(*w);
+        views.back().packed = p;
+        views.back().packed_isa = static_cast<int8_t>(IsaPath::kAvx512);
+        w = &views.back();
+      }
+    }
+    if (!Bf16Covers(*w, &fmt)) {
+      part(int8, 0, n_tokens);
+      continue;
+    }
+    int64_t next = 0;
+    for (const RowRange& r : bf16_rows) {
+      PARALLM_CHECK(r.begin >= next && r.end >= r.begin && r.end <= n_tokens);
+      part(int8, next, r.begin);
+      part(bf16, r.begin, r.end);
+      next = r.end;
+    }
+    part(int8, next, n_tokens);
+  }
+  if (!int8.empty()) MatMulGrouped(int8, x, n_tokens, pool);
+  if (!bf16.empty()) MatMulBf16Grouped(bf16, x, pool);
+}
 
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool) {
   const MatMulOut out{&w, y, y_stride};

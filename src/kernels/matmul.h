@@ -26,6 +26,24 @@ namespace parallm {
 // between rows, for writing into a slice of a wider buffer). `pool` may be null (single-threaded).
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool);
 
+// Rows [begin, end) of a batch.
+struct RowRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+// The bf16 formula (kernels/matmul_internal.h) for some rows of a batch: where Bf16RowsEnabled(), the rows in
+// `bf16_rows` (sorted, disjoint) of a quantized matrix the formula covers are multiplied in bf16 on AMX tiles, with
+// no per-block f32 tail, ~2-3x the int8 formula's rate on a prompt; the other rows, and every row elsewhere, take
+// the int8 formula. Which formula a row gets depends only on whether the caller lists it, the matrix's format and
+// the machine, never on the rest of the batch, so batch invariance holds as long as the caller lists a token by
+// something of its own (the engine: tokens of the prompt). The two formulas round differently.
+void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool,
+            std::span<const RowRange> bf16_rows);
+// Whether the bf16 formula runs here: the active path is AMX on a CPU with AMX-BF16, and it is not turned off
+// (PARALLM_BF16_ROWS=0, or SetBf16RowsEnabled(false): tests and benchmarks compare the two).
+bool Bf16RowsEnabled();
+void SetBf16RowsEnabled(bool on);
+
 // One product of MatMulMulti: y ([n_tokens, y_stride]) = x W^T.
 struct MatMulOut {
   const MatrixView* w = nullptr;
@@ -36,6 +54,9 @@ struct MatMulOut {
 // its own, but x is quantized once per distinct activation format and all the matrices' rows run in one
 // parallel loop (one dispatch, and the small K/V matrices no longer leave a thread idle). All w share cols.
 void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_tokens, ThreadPool* pool);
+// MatMulMulti with bf16_rows, as MatMul's.
+void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_tokens, ThreadPool* pool,
+                 std::span<const RowRange> bf16_rows);
 
 // One product of MatMulGrouped: y ([n_tokens, y_stride]) = rows [x_begin, x_begin + n_tokens) of x times W^T.
 struct MatMulGroupOut {
@@ -76,6 +97,8 @@ namespace ref {
 // The scalar reference twin: same signature and the same activation quantization as the fast path, so the
 // two agree to rounding (f32 accumulation order) on every type.
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool);
+// The bf16 formula's twin (kernels/matmul_internal.h), for quantized w of a format it covers.
+void MatMulBf16(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride);
 }  // namespace ref
 
 }  // namespace parallm

@@ -64,6 +64,21 @@ float LoadScale(const uint8_t* p, DType t, int64_t i) {
 
 }  // namespace
 
+uint16_t ToBf16(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  if ((u & 0x7F800000u) == 0) return static_cast<uint16_t>((u >> 16) & 0x8000u);        // zero, denormal
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN, quieted
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+float FromBf16(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float v;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
 bool QuantFormatOf(const MatrixView& w, QFormat* fmt) {
   if (w.kind == MatrixView::Kind::kMlxAffine) {
     PARALLM_CHECK(IsSupportedMlxAffine(w.mlx) && w.cols % w.mlx.group_size == 0);

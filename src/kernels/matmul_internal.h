@@ -9,6 +9,14 @@
 // blocks in increasing b, acc starting at 0, Y[t, r] = acc. Every path performs exactly these f32 operations
 // for every (t, r) whatever the batch and tiling (the SIMD paths keep one row per vector lane, so a lane's
 // operations are these scalar ones), so all paths, batch sizes and thread splits agree bit for bit.
+//
+// The bf16 formula, for the rows a caller asks for (MatMul's bf16_rows: a prompt's tokens) where Bf16RowsEnabled().
+// Each weight is dequantized to f32, w = fma(code, scale, bias) (Q4_K, MLX) or code * scale (Q8_0, Q4_0), with the
+// codes and parameters above, and it and x are rounded to bf16 (ToBf16). Per 32-column block b, the even columns'
+// products are summed in order in f32 (se), the odd ones' likewise (so), and acc = acc + (se + so), blocks in
+// increasing b from acc = 0 (sums and products with denormals flushed to zero). That is what one AMX-BF16 tile
+// multiply does per 32 columns (TDPBF16PS on the Sapphire Rapids kind, checked against this formula bit for bit on
+// random operands), so a 32-column block costs two tile operations and no f32 tail; ref::MatMulBf16 is its twin.
 #pragma once
 
 #include <algorithm>
@@ -121,7 +129,31 @@ struct IsaKernels {
   void (*quant_rows_packed)(const QuantArgs& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) = nullptr;
 };
 
+// The bf16 formula's kernel (AMX-BF16): scratch bytes per thread for a matrix of `cols` columns; x rows [t0, t1) to
+// bf16 ([n][cols], written at the same rows of out); rows [row_begin, row_end) of a product (whole row groups of 16
+// but the matrix's last), reading the AVX-512 packed weights. Formats: Bf16FormulaCovers.
+struct Bf16Args {
+  const MatrixView* w = nullptr;
+  QFormat fmt = QFormat::kQ8_0;
+  const uint16_t* x = nullptr;  // [n_tokens][w->cols] bf16
+  int64_t n_tokens = 0;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+struct Bf16Kernels {
+  size_t (*scratch_bytes)(int64_t cols) = nullptr;
+  void (*to_bf16)(const float* x, int64_t cols, int64_t t0, int64_t t1, uint16_t* out) = nullptr;
+  void (*rows)(const Bf16Args& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) = nullptr;
+};
+// Formats the bf16 formula covers: those with one scale per 32-column block (not Q6_K, whose rows take the int8
+// formula everywhere).
+inline bool Bf16FormulaCovers(QFormat f) { return SubBlocks(f) == 1; }
+// f32 to bf16: nearest, ties to even; denormals to (signed) zero; NaN stays NaN (VCVTNEPS2BF16's rounding).
+uint16_t ToBf16(float v);
+float FromBf16(uint16_t h);
+
 // Null when the path is not compiled in.
+const Bf16Kernels* AmxBf16Kernels();
 const IsaKernels* Avx512Kernels();
 const IsaKernels* AvxVnniKernels();
 const IsaKernels* Avx2Kernels();

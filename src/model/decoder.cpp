@@ -123,6 +123,31 @@ void Resize(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
+// The rows of a step whose tokens are a prompt's, but for its last token, merged into sorted runs: where MatMul's bf16
+// formula is on (Bf16RowsEnabled), these take it. A token's formula so depends only on its own request (its position
+// against the request's prompt length), never on the batch it runs in, how its prompt was chunked, or on being
+// recomputed after a preemption (generated tokens stay int8), so batched results still equal unbatched ones. The last
+// prompt token stays int8: a prompt whose other blocks are all cached computes that one token alone, where the bf16
+// formula would dequantize every weight for one row. Sequences with no prompt length (0) take none.
+void PromptRows(const ForwardBatch& batch, std::vector<RowRange>* rows) {
+  rows->clear();
+  for (const SequenceSlice& seq : batch.sequences) {
+    const int64_t first = seq.context_len - seq.num_tokens;
+    const int64_t n = std::clamp<int64_t>(seq.num_prompt_tokens - 1 - first, 0, seq.num_tokens);
+    if (seq.num_prompt_tokens > 0 && n > 0) rows->push_back(RowRange{seq.token_begin, seq.token_begin + n});
+  }
+  std::sort(rows->begin(), rows->end(), [](const RowRange& a, const RowRange& b) { return a.begin < b.begin; });
+  size_t out = 0;
+  for (const RowRange& r : *rows) {
+    if (out > 0 && (*rows)[out - 1].end == r.begin) {
+      (*rows)[out - 1].end = r.end;
+    } else {
+      (*rows)[out++] = r;
+    }
+  }
+  rows->resize(out);
+}
+
 }  // namespace
 
 // The sublayers over one step's batch; the family's block (ArchSpec::block) composes them per layer.
@@ -159,7 +184,7 @@ class Model::Ops final : public LayerOps {
     const int64_t Q = c_.q_dim(), KV = c_.kv_dim();
     float *q = m_.q_.data(), *k = m_.k_.data(), *v = m_.v_.data();
     const MatMulOut qkv[] = {{&lw.wq, q, Q}, {&lw.wk, k, KV}, {&lw.wv, v, KV}};
-    MatMulMulti(qkv, in, T_, pool_);
+    MatMulMulti(qkv, in, T_, pool_, m_.prompt_rows_);
     AddBias(q, lw.q_bias, T_);
     AddBias(k, lw.k_bias, T_);
     AddBias(v, lw.v_bias, T_);
@@ -203,13 +228,14 @@ class Model::Ops final : public LayerOps {
       for (int64_t i = 0; i < 2 * T_; ++i) prologue(i, 0);
     }
     m_.Attention(batch_, layer, kv_, pool_);
-    MatMul(lw.wo, m_.attn_.data(), T_, out, c_.hidden, pool_);
+    MatMul(lw.wo, m_.attn_.data(), T_, out, c_.hidden, pool_, m_.prompt_rows_);
     Lora(layer, LoraTarget::kO, m_.attn_.data(), out);
   }
 
   void Mlp(int layer, const float* in, float* out) override {
     const LayerWeights& lw = m_.loaded_.weights.layers[static_cast<size_t>(layer)];
-    GatedMlp(lw.w_gate, lw.w_up, lw.w_down, in, T_, m_.gate_.data(), m_.up_.data(), out, pool_, layer);
+    GatedMlp(lw.w_gate, lw.w_up, lw.w_down, in, T_, m_.gate_.data(), m_.up_.data(), out, pool_, layer,
+             m_.prompt_rows_);
   }
 
   // Every token of the batch is routed (f32 router), the assignments are grouped by expert, and each active expert
@@ -312,25 +338,27 @@ class Model::Ops final : public LayerOps {
   // out = down · (act(gate in) * up in) for n rows; gate/up scratch [n, up.rows]; an empty `w_gate` (Nemotron-H's
   // ungated MLPs and experts) means out = down · relu(up in)^2 (the gate scratch is unused). out may be in. With
   // `lora_layer` >= 0 (a dense MLP) the step's LoRA updates of that layer's gate, up and down projections are added;
-  // experts take none (adapters on expert layers are refused when they load).
+  // experts take none (adapters on expert layers are refused when they load). `bf16_rows`: MatMul's (a dense MLP: the
+  // step's prompt rows).
   void GatedMlp(const MatrixView& w_gate, const MatrixView& w_up, const MatrixView& w_down, const float* in,
-                int64_t n, float* gate, float* up, float* out, ThreadPool* pool, int lora_layer = -1) {
+                int64_t n, float* gate, float* up, float* out, ThreadPool* pool, int lora_layer = -1,
+                std::span<const RowRange> bf16_rows = {}) {
     if (w_gate.rows == 0) {
       const int64_t F = w_up.rows;
-      MatMul(w_up, in, n, up, F, pool);
+      MatMul(w_up, in, n, up, F, pool, bf16_rows);
       for (int64_t i = 0; i < n * F; ++i) up[i] = up[i] > 0.0f ? up[i] * up[i] : 0.0f;
-      MatMul(w_down, up, n, out, c_.hidden, pool);
+      MatMul(w_down, up, n, out, c_.hidden, pool, bf16_rows);
       return;
     }
     const int64_t F = w_gate.rows;
     const MatMulOut gate_up[] = {{&w_gate, gate, F}, {&w_up, up, F}};
-    MatMulMulti(gate_up, in, n, pool);
+    MatMulMulti(gate_up, in, n, pool, bf16_rows);
     if (lora_layer >= 0 && !m_.lora_.empty()) {
       const LoraBatch::Out lora_gate_up[] = {{LoraTarget::kGate, gate}, {LoraTarget::kUp, up}};
       m_.lora_.Apply(lora_layer, lora_gate_up, in, pool);
     }
     Activate(gate, up, n * F, pool);
-    MatMul(w_down, gate, n, out, c_.hidden, pool);
+    MatMul(w_down, gate, n, out, c_.hidden, pool, bf16_rows);
     if (lora_layer >= 0) Lora(lora_layer, LoraTarget::kDown, gate, out);
   }
 
@@ -421,6 +449,11 @@ void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits
       for (int64_t i = 0; i < H; ++i) row[i] *= embed_scale;
   }
 
+  if (Bf16RowsEnabled()) {
+    PromptRows(batch, &prompt_rows_);
+  } else {
+    prompt_rows_.clear();
+  }
   lora_.Build(batch);
   for (const SequenceSlice& seq : batch.sequences)
     PARALLM_CHECK_MSG(seq.adapter == nullptr || static_cast<int>(seq.adapter->layers.size()) == c.n_layers,

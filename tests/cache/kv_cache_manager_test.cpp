@@ -123,6 +123,26 @@ TEST(KVCacheManager, UnalignedPromptReusesEveryFullBlock) {
   EXPECT_EQ(m.stats().hit_tokens, 12);
 }
 
+// With int8_from (prompts on MatMul's bf16 formula, their last token on the int8 one), a request's blocks from its
+// last prompt token on are found only by a request whose tokens there were computed the same way: a conversation's
+// next turn (the earlier prompt, its answer, more) reuses the earlier prompt's blocks but not the answer's, and a
+// preempted request recomputing its own tokens finds all of them.
+TEST(KVCacheManager, BlocksPastTheInt8PositionAreKeyedApart) {
+  KVCacheManager m(32, kBlockSize, true);
+  const std::vector<int32_t> prompt = Range(1, 10), answer = Range(50, 6);  // the last prompt token: position 9
+  const std::vector<int32_t> all = Concat(prompt, answer);                     // blocks [0,4) [4,8) [8,12) [12,16)
+  ASSERT_TRUE(m.AllocateSlots(1, 0, 16));
+  m.CacheFullBlocks(1, all, 16, 0, 9);
+  m.CheckIntegrity();
+  // The next turn: its prompt runs on bf16 through position 15 and beyond; only blocks wholly before 9 match.
+  const std::vector<int32_t> next_turn = Concat(all, Range(80, 5));
+  EXPECT_EQ(m.GetComputedBlocks(next_turn, 0, 20).block_ids, (Ids{0, 1}));
+  // The same request recomputed after a preemption (the same int8_from): every full block but the last token's.
+  EXPECT_EQ(m.GetComputedBlocks(all, 0, 9).block_ids, (Ids{0, 1, 2}));
+  // One formula for all (-1): no marks, so nothing past position 8 matches the marked blocks either.
+  EXPECT_EQ(m.GetComputedBlocks(next_turn).block_ids, (Ids{0, 1}));
+}
+
 TEST(KVCacheManager, ShortPromptIsAMiss) {
   KVCacheManager m(16, kBlockSize, true);
   ComputedBlocks cb = m.GetComputedBlocks(Range(1, 3));

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "kernels/cpu_features.h"
+#include "kernels/matmul_internal.h"
 #include "tensor/mlx_affine.h"
 #include "tensor/quant.h"
 
@@ -593,6 +594,174 @@ TEST_F(MatMulTest, ZeroActivationsGiveZero) {
     MatMul(w.view, x.data(), 2, y.data(), 20, nullptr);
     for (float v : y) ASSERT_EQ(v, 0.0f) << t.Name();
   }
+}
+
+// ---- The bf16 formula (MatMul's bf16_rows; matmul_internal.h) ------------------------------------------------------
+
+// Forces the AMX path with the bf16 formula on, and restores both.
+class MatMulBf16Test : public MatMulTest {
+ protected:
+  void SetUp() override {
+    if (!IsIsaSupported(IsaPath::kAmx) || !HasAmxBf16()) GTEST_SKIP() << "no AMX-BF16 on this CPU/OS";
+    ForceIsa(IsaPath::kAmx);
+    SetBf16RowsEnabled(true);
+    ASSERT_TRUE(Bf16RowsEnabled());
+  }
+  void TearDown() override {
+    SetBf16RowsEnabled(true);
+    MatMulTest::TearDown();
+  }
+};
+
+std::vector<WType> Bf16Types() {
+  return {WType(DType::kQ8_0),
+          WType(DType::kQ4_0),
+          WType(DType::kQ4_K),
+          WType(DType::kF16, true, {8, 64}),
+          WType(DType::kF16, true, {4, 64}),
+          WType(DType::kBF16, true, {4, 32}),
+          WType(DType::kF16, true, {4, 128}),
+          WType(DType::kBF16, true, {3, 128}),
+          WType(DType::kF32, true, {8, 32})};
+}
+
+// Every bf16 row equals the twin bit for bit, whatever the batch, the pool, the ragged token tiles and row groups,
+// and lies within bf16 rounding of the exact product.
+TEST_F(MatMulBf16Test, Bf16RowsEqualTheirTwin) {
+  ThreadPool pool(2);
+  for (const WType& t : Bf16Types()) {
+    const int64_t a = t.ColAlign();
+    for (int64_t cols : {a, a * 3, a * 8}) {
+      if (cols % 32 != 0) continue;
+      for (int64_t rows : {16, 45, 64}) {
+        Weights w = MakeWeights(t, rows, cols, 81);
+        MatrixView v = w.view;
+        auto owner = RepackForKernels(&v, nullptr);
+        ASSERT_TRUE(owner != nullptr) << t.Name();
+        for (int64_t n : {1, 5, 16, 17, 40}) {
+          const std::string what = t.Name() + " " + std::to_string(rows) + "x" + std::to_string(cols) + " n=" +
+                                   std::to_string(n);
+          std::vector<float> x = MakeActs(n, cols, 82), y_ref(n * rows), y(n * (rows + 3));
+          ref::MatMulBf16(w.view, x.data(), n, y_ref.data(), rows);
+          const RowRange all[] = {{0, n}};
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            std::fill(y.begin(), y.end(), -1.0f);
+            MatMul(v, x.data(), n, y.data(), rows + 3, p, all);
+            for (int64_t i = 0; i < n; ++i) {
+              for (int64_t r = 0; r < rows; ++r)
+                ASSERT_TRUE(BitEqual(y[i * (rows + 3) + r], y_ref[i * rows + r]))
+                    << what << " t " << i << " r " << r << ": " << y[i * (rows + 3) + r] << " vs " << y_ref[i * rows + r];
+              for (int64_t r = rows; r < rows + 3; ++r) ASSERT_EQ(y[i * (rows + 3) + r], -1.0f) << what;
+            }
+          }
+          // Within bf16 rounding of each operand (2^-9 relative each, so ~2^-8 a product) plus f32 sums.
+          std::vector<float> row(static_cast<size_t>(cols));
+          for (int64_t r = 0; r < rows; ++r) {
+            DequantizeMatrixRow(w.view, r, row.data());
+            for (int64_t i = 0; i < n; ++i) {
+              double exact = 0, mag = 0;
+              for (int64_t c = 0; c < cols; ++c) {
+                exact += static_cast<double>(row[c]) * x[i * cols + c];
+                mag += std::fabs(static_cast<double>(row[c]) * x[i * cols + c]);
+              }
+              ASSERT_NEAR(y_ref[i * rows + r], exact, mag / 128 + 1e-6) << what;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// A long matrix over several token blocks (a ~1 MiB block of bf16 rows is ~100 tokens at 4,864 columns) and row
+// group pairs split over tasks.
+TEST_F(MatMulBf16Test, ManyTokensSpanTokenBlocks) {
+  ThreadPool pool(2);
+  const WType t(DType::kQ8_0);
+  const int64_t rows = 80, cols = 4864, n = 230;
+  Weights w = MakeWeights(t, rows, cols, 83);
+  MatrixView v = w.view;
+  auto owner = RepackForKernels(&v, nullptr);
+  std::vector<float> x = MakeActs(n, cols, 84), y_ref(n * rows), y(n * rows);
+  ref::MatMulBf16(w.view, x.data(), n, y_ref.data(), rows);
+  const RowRange all[] = {{0, n}};
+  MatMul(v, x.data(), n, y.data(), rows, &pool, all);
+  for (int64_t i = 0; i < n * rows; ++i) ASSERT_TRUE(BitEqual(y[i], y_ref[i])) << i;
+}
+
+// Rows outside bf16_rows, and every row of a format the formula does not cover (Q6_K) or of float weights, take the
+// int8 formula exactly as a batch of their own would; the listed rows equal the twin, in MatMul and MatMulMulti.
+TEST_F(MatMulBf16Test, OnlyTheListedRowsChange) {
+  ThreadPool pool(2);
+  const int64_t cols = 256, n = 37;
+  const int64_t rows[] = {48, 40, 24, 16};
+  const WType types[] = {WType(DType::kQ8_0), WType(DType::kQ4_K), WType(DType::kQ6_K), WType(DType::kF32)};
+  std::vector<Weights> ws;
+  std::vector<MatrixView> vs;
+  std::vector<std::shared_ptr<uint8_t[]>> owners;
+  for (int i = 0; i < 4; ++i) {
+    ws.push_back(MakeWeights(types[i], rows[i], cols, 90 + i));
+    vs.push_back(ws.back().view);
+  }
+  for (MatrixView& v : vs) owners.push_back(RepackForKernels(&v, nullptr));
+  const std::vector<float> x = MakeActs(n, cols, 95);
+  const RowRange listed[] = {{2, 9}, {20, 37}};
+  auto is_listed = [&](int64_t i) { return (i >= 2 && i < 9) || i >= 20; };
+  std::vector<std::vector<float>> y(4), y_multi(4);
+  for (int i = 0; i < 4; ++i) {
+    y[i].assign(n * rows[i], -1.0f);
+    y_multi[i].assign(n * rows[i], -1.0f);
+    MatMul(vs[i], x.data(), n, y[i].data(), rows[i], &pool, listed);
+  }
+  const MatMulOut outs[] = {{&vs[0], y_multi[0].data(), rows[0]},
+                            {&vs[1], y_multi[1].data(), rows[1]},
+                            {&vs[2], y_multi[2].data(), rows[2]},
+                            {&vs[3], y_multi[3].data(), rows[3]}};
+  MatMulMulti(outs, x.data(), n, &pool, listed);
+  for (int i = 0; i < 4; ++i) {
+    const bool covered = i < 2;
+    std::vector<float> bf(n * rows[i]), int8(n * rows[i]);
+    if (covered) ref::MatMulBf16(ws[i].view, x.data(), n, bf.data(), rows[i]);
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<float> alone(rows[i]);
+      ForceIsa(IsaPath::kAmx);
+      MatMul(vs[i], x.data() + t * cols, 1, alone.data(), rows[i], nullptr);
+      for (int64_t r = 0; r < rows[i]; ++r) {
+        const float want = covered && is_listed(t) ? bf[t * rows[i] + r] : alone[r];
+        ASSERT_TRUE(BitEqual(y[i][t * rows[i] + r], want)) << types[i].Name() << " t " << t << " r " << r;
+        ASSERT_TRUE(BitEqual(y_multi[i][t * rows[i] + r], want)) << types[i].Name() << " t " << t << " r " << r;
+      }
+    }
+  }
+  // Turned off, the listed rows take the int8 formula too.
+  SetBf16RowsEnabled(false);
+  std::vector<float> off(n * rows[0]), plain(n * rows[0]);
+  MatMul(vs[0], x.data(), n, off.data(), rows[0], &pool, listed);
+  MatMul(vs[0], x.data(), n, plain.data(), rows[0], &pool);
+  for (int64_t i = 0; i < n * rows[0]; ++i) ASSERT_TRUE(BitEqual(off[i], plain[i])) << i;
+}
+
+// The kernel's conversion (VCVTNEPS2BF16) equals ToBf16 on ties, denormals, infinities, NaN and overflow.
+TEST_F(MatMulBf16Test, ConversionEqualsToBf16) {
+#if defined(__x86_64__)
+  std::vector<float> x;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 4096; ++i) {
+    uint32_t u = rng();
+    if (i % 4 == 0) u = (u & 0xFFFF0000u) | 0x8000u;  // ties
+    if (i % 8 == 1) u &= 0x807FFFFFu;                  // denormals
+    float f;
+    std::memcpy(&f, &u, 4);
+    x.push_back(f);
+  }
+  for (float f : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 3.4e38f, -3.4e38f, 1e-45f, 1.17549435e-38f})
+    x.push_back(f);
+  while (x.size() % 32 != 0) x.push_back(1.0f);
+  const int64_t cols = static_cast<int64_t>(x.size());
+  std::vector<uint16_t> out(x.size());
+  mm::AmxBf16Kernels()->to_bf16(x.data(), cols, 0, 1, out.data());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(out[i], mm::ToBf16(x[i])) << i << " " << x[i];
+#endif
 }
 
 }  // namespace

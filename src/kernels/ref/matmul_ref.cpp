@@ -1,6 +1,6 @@
 // ref::MatMul: the scalar twin of MatMul. Float weights: a plain f32 dot per output in column order.
 // Quantized weights: the int8 formula of kernels/matmul_internal.h written out one output at a time,
-// which the SIMD paths reproduce bit for bit.
+// which the SIMD paths reproduce bit for bit. ref::MatMulBf16: the bf16 formula, likewise.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -62,7 +62,39 @@ void QuantRows(const MatrixView& w, mm::QFormat fmt, const mm::QuantizedActs& a,
   }
 }
 
+// Denormal sums are flushed to zero, as the tile unit does.
+inline float Flush(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
+
 }  // namespace
+
+void MatMulBf16(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride) {
+  mm::QFormat fmt;
+  PARALLM_CHECK(mm::QuantFormatOf(w, &fmt) && mm::Bf16FormulaCovers(fmt) && y_stride >= w.rows);
+  const int64_t nb = w.cols / 32;
+  std::vector<float> xb(static_cast<size_t>(n_tokens * w.cols)), wb(static_cast<size_t>(w.cols));
+  for (size_t i = 0; i < xb.size(); ++i) xb[i] = mm::FromBf16(mm::ToBf16(x[i]));
+  std::vector<int16_t> codes(static_cast<size_t>(w.cols));
+  std::vector<float> scale0(nb), scale1(nb), bias(nb);
+  for (int64_t r = 0; r < w.rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) mm::BlockCodes(w, fmt, r, b, codes.data() + b * 32);
+    mm::BlockParamsRow(w, fmt, r, 0, nb, scale0.data(), scale1.data(), bias.data(), 1);
+    for (int64_t c = 0; c < w.cols; ++c) {
+      const float code = codes[static_cast<size_t>(c)], s = scale0[c / 32];
+      wb[static_cast<size_t>(c)] =
+          mm::FromBf16(mm::ToBf16(mm::HasBias(fmt) ? std::fma(code, s, bias[c / 32]) : code * s));
+    }
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const float* xt = xb.data() + t * w.cols;
+      float acc = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        float sum[2] = {0, 0};  // even columns, odd columns
+        for (int64_t c = b * 32; c < b * 32 + 32; ++c) sum[c & 1] = Flush(sum[c & 1] + xt[c] * wb[c]);
+        acc = Flush(acc + Flush(sum[0] + sum[1]));
+      }
+      y[t * y_stride + r] = acc;
+    }
+  }
+}
 
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool) {
   PARALLM_CHECK(y_stride >= w.rows);

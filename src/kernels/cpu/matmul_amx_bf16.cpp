@@ -1,0 +1,279 @@
+// The bf16 formula on AMX-BF16 tiles: MatMul rows of a batch (a prompt's tokens) multiplied in bf16 with f32
+// sums, the weights dequantized from the AVX-512 packed copy into a bf16 panel per row group, once per block of
+// tokens. matmul_internal.h states the formula; ref::MatMulBf16 is its scalar twin.
+//
+// Why: the int8 formula's f32 tail (convert, scale x activation scale, fma, per token, row and 32-column block) runs
+// on the vector units, which on the Sapphire Rapids kind do not work while the tile unit does (kernels_bench
+// AmxProbe): a 32 x 32 x 32 block costs its tile side plus its tail. Here a tile multiply adds its products into
+// the f32 sums itself, so the sums stay in the tile registers across all the columns and nothing runs per block but
+// the loads and the multiplies; the dequantization costs about as much as one token's tail and is shared by every
+// token of the block (up to 256).
+//
+// Loop nest per task: token block (as many tokens as keep their bf16 rows within ~1 MiB of L2) > pair of row groups
+// (dequantized into two panels of nb x 1 KiB) > pair of token tiles > 32-column blocks, 2 x 2 tiles of sums. A ragged
+// last token tile reads a zero-padded copy; ragged tiles and row groups are stored through a buffer.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/amx_tile_config.h"
+#include "kernels/matmul_internal.h"
+#include "util/check.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace parallm::mm {
+namespace {
+
+#include "kernels/cpu/packed_params-inl.h"
+
+constexpr int kRows = 16;            // weight rows per group (tile columns)
+constexpr int kTok = 16;             // tokens per tile (tile rows)
+constexpr int kCodeBytes = 512;      // a packed block's codes for 16 rows (8 x 64 bytes)
+constexpr int kPanelBlock = 1024;    // a dequantized block for 16 rows: 16 column pairs x 16 rows x 2 bf16
+constexpr int64_t kTokBlockBytes = int64_t{3} << 19;  // a token block's bf16 rows (1.5 MiB), read once per row group pair
+constexpr int64_t kMaxTokBlock = 512;
+
+#define kC00 0
+#define kC01 1
+#define kC10 2
+#define kC11 3
+#define kA0 4
+#define kA1 5
+#define kB0 6
+#define kB1 7
+
+void ConfigureTiles() {
+  amx::TileConfig c;
+  for (int t = 0; t < 8; ++t) c.Set(t, 16, 64);
+  amx::LoadTileConfig(c);
+}
+
+int64_t TokBlock(int64_t cols) {
+  const int64_t fit = kTokBlockBytes / (2 * cols) / (2 * kTok) * (2 * kTok);
+  return std::clamp<int64_t>(fit, 2 * kTok, kMaxTokBlock);
+}
+
+// Two vectors of 16 f32 (column c and c + 1 of 16 rows) as one tile row of the B operand: lane r holds row r's
+// pair, column c in the low half. bf16 by VCVTNEPS2BF16 (nearest even; denormals flushed), as ToBf16 does.
+inline __m512i Bf16Pair(__m512 lo, __m512 hi) {
+  const __m512i l = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(lo)));
+  const __m512i h = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(hi)));
+  return _mm512_or_si512(l, _mm512_slli_epi32(h, 16));
+}
+
+// A row group's packed blocks and how to read them (matmul_amx.cpp's GroupPanel, the same layout).
+struct PackedRows {
+  const uint8_t* base = nullptr;
+  const uint8_t* headers = nullptr;
+  int header_shift = 0;
+  int64_t stride = 0;
+  int code_bytes = kCodeBytes;
+  int offset = 0;
+};
+
+// Dequantizes the group's nb blocks into `panel` (nb x kPanelBlock bytes, block b at b * kPanelBlock): value =
+// fma(code, scale, bias) (kBias) or code * scale, then bf16. Packed register j holds codes 4j..4j+3 of each row (a
+// dword per row), so it gives tile rows 2j (columns 4j, 4j+1) and 2j + 1 (4j + 2, 4j + 3).
+template <bool kBias, bool kSigned, ParamKind kPk>
+void Dequantize(const PackedRows& g, int64_t nb, uint8_t* panel) {
+  const __m512i off = _mm512_set1_epi8(static_cast<char>(g.offset));
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = g.base + b * g.stride;
+    __m512i reg[8];
+    if (g.code_bytes == kCodeBytes) {
+      for (int k = 0; k < 8; ++k) reg[k] = _mm512_sub_epi8(_mm512_loadu_si512(p + 64 * k), off);
+    } else {  // nibble-packed: vector k holds register k in its low nibbles and register k + 4 in its high ones
+      for (int k = 0; k < 4; ++k) {
+        const __m512i v = _mm512_loadu_si512(p + 64 * k);
+        reg[k] = _mm512_sub_epi8(_mm512_and_si512(v, nib), off);
+        reg[k + 4] = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), nib), off);
+      }
+    }
+    const uint8_t* header = HeaderOf(g.headers, b, g.header_shift);
+    const __m512 scale = LoadParams<kPk>(p + g.code_bytes, 0, header);
+    __m512 bias = _mm512_setzero_ps();
+    if constexpr (kBias) bias = LoadParams<kPk>(p + g.code_bytes, 1, header);
+    auto value = [&](__m512i v, int c) {
+      __m512i code;
+      if constexpr (kSigned) {
+        code = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * c), 24);
+      } else {
+        code = _mm512_and_si512(_mm512_srli_epi32(v, 8 * c), _mm512_set1_epi32(0xFF));
+      }
+      const __m512 f = _mm512_cvtepi32_ps(code);
+      if constexpr (kBias) return _mm512_fmadd_ps(f, scale, bias);
+      return _mm512_mul_ps(f, scale);
+    };
+    uint8_t* out = panel + b * kPanelBlock;
+    for (int j = 0; j < 8; ++j) {
+      _mm512_store_si512(out + 128 * j, Bf16Pair(value(reg[j], 0), value(reg[j], 1)));
+      _mm512_store_si512(out + 128 * j + 64, Bf16Pair(value(reg[j], 2), value(reg[j], 3)));
+    }
+  }
+}
+
+// The sums of token tiles a[0] (and a[1]: kTwoTiles) x row groups panel[0], panel[1] over all nb blocks, left in
+// the tile registers.
+template <bool kTwoTiles>
+void Multiply(const uint16_t* const a[2], int64_t a_stride_bytes, const uint8_t* const panel[2], int64_t nb) {
+  _tile_zero(kC00);
+  _tile_zero(kC01);
+  if constexpr (kTwoTiles) {
+    _tile_zero(kC10);
+    _tile_zero(kC11);
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    _tile_loadd(kA0, a[0] + b * 32, a_stride_bytes);
+    _tile_loadd(kB0, panel[0] + b * kPanelBlock, 64);
+    _tile_loadd(kB1, panel[1] + b * kPanelBlock, 64);
+    _tile_dpbf16ps(kC00, kA0, kB0);
+    _tile_dpbf16ps(kC01, kA0, kB1);
+    if constexpr (kTwoTiles) {
+      _tile_loadd(kA1, a[1] + b * 32, a_stride_bytes);
+      _tile_dpbf16ps(kC10, kA1, kB0);
+      _tile_dpbf16ps(kC11, kA1, kB1);
+    }
+  }
+}
+
+// Sums of tokens [t0, t0 + nt) x rows [r0, r0 + nrows) go straight into y when the tile is whole; else the tile is
+// stored into `buf` (16 x 16 f32) and its part copied. (A macro: GCC's tile intrinsics paste the register number.)
+inline bool Whole(int nt, int nrows) { return nt == kTok && nrows == kRows; }
+inline void CopySums(const Bf16Args& a, const float* buf, int64_t t0, int nt, int64_t r0, int nrows) {
+  for (int i = 0; i < nt; ++i)
+    std::memcpy(a.y + (t0 + i) * a.y_stride + r0, buf + i * kRows, static_cast<size_t>(nrows) * 4);
+}
+#define PARALLM_STORE_SUMS(tile, t0, nt, r0, nrows)                        \
+  if (Whole(nt, nrows)) {                                                   \
+    _tile_stored(tile, a.y + (t0) * a.y_stride + (r0), a.y_stride * 4);     \
+  } else {                                                                  \
+    _tile_stored(tile, buf, 64);                                            \
+    CopySums(a, buf, t0, nt, r0, nrows);                                    \
+  }
+
+// Scratch: the two panels, the store buffer, the padded ragged token tile.
+size_t ScratchBytes(int64_t cols) {
+  return static_cast<size_t>(2 * (cols / 32) * kPanelBlock + kTok * kRows * 4 + kTok * cols * 2);
+}
+
+template <bool kBias, bool kSigned, ParamKind kPk>
+void RowsT(const Bf16Args& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  const MatrixView& w = *a.w;
+  const int64_t cols = w.cols, nb = cols / 32, n = a.n_tokens;
+  uint8_t* panels[2] = {scratch, scratch + nb * kPanelBlock};
+  auto* buf = reinterpret_cast<float*>(scratch + 2 * nb * kPanelBlock);
+  auto* pad = reinterpret_cast<uint16_t*>(scratch + 2 * nb * kPanelBlock + kTok * kRows * 4);
+  const int64_t header_bytes = Avx512PackedHeaderBytes(w, a.fmt);
+  PackedRows g;
+  g.header_shift = Avx512PackedHeaderShift(w, a.fmt);
+  g.stride = Avx512PackedStride(w, a.fmt);
+  g.code_bytes = Avx512PackedNibbles(w, a.fmt) ? kCodeBytes / 2 : kCodeBytes;
+  g.offset = Avx512Kernels()->code_offset(w, a.fmt);
+  // A ragged last token tile reads its rows from a zero-padded copy (the padding's sums are never stored).
+  const int64_t ragged_t0 = n / kTok * kTok;
+  if (ragged_t0 < n) {
+    std::memset(pad, 0, static_cast<size_t>(kTok * cols * 2));
+    std::memcpy(pad, a.x + ragged_t0 * cols, static_cast<size_t>((n - ragged_t0) * cols * 2));
+  }
+  auto tile_rows = [&](int64_t t0) { return t0 == ragged_t0 ? pad : a.x + t0 * cols; };
+  ConfigureTiles();
+  const int64_t tok_block = TokBlock(cols);
+  for (int64_t tb0 = 0; tb0 < n; tb0 += tok_block) {
+    const int64_t tb1 = std::min(n, tb0 + tok_block);
+    for (int64_t g0 = row_begin; g0 < row_end; g0 += 2 * kRows) {
+      const int64_t r0[2] = {g0, g0 + kRows};
+      const bool has_g1 = r0[1] < row_end;
+      const int nrows[2] = {static_cast<int>(std::min<int64_t>(kRows, row_end - r0[0])),
+                            has_g1 ? static_cast<int>(std::min<int64_t>(kRows, row_end - r0[1])) : 0};
+      for (int j = 0; j < (has_g1 ? 2 : 1); ++j) {
+        const PackedGroup pg = PackedGroupAt(w.packed, r0[j] / kRows, nb, g.stride, header_bytes);
+        g.base = pg.blocks;
+        g.headers = HasHeaders(kPk) ? pg.headers : nullptr;
+        Dequantize<kBias, kSigned, kPk>(g, nb, panels[j]);
+      }
+      const uint8_t* const panel[2] = {panels[0], panels[has_g1 ? 1 : 0]};
+      for (int64_t t0 = tb0; t0 < tb1; t0 += 2 * kTok) {
+        const bool has_t1 = t0 + kTok < tb1;
+        const uint16_t* const rows[2] = {tile_rows(t0), has_t1 ? tile_rows(t0 + kTok) : nullptr};
+        const int nt[2] = {static_cast<int>(std::min<int64_t>(kTok, tb1 - t0)),
+                           has_t1 ? static_cast<int>(std::min<int64_t>(kTok, tb1 - t0 - kTok)) : 0};
+        if (has_t1) {
+          Multiply<true>(rows, cols * 2, panel, nb);
+        } else {
+          Multiply<false>(rows, cols * 2, panel, nb);
+        }
+        PARALLM_STORE_SUMS(kC00, t0, nt[0], r0[0], nrows[0]);
+        if (has_g1) {
+          PARALLM_STORE_SUMS(kC01, t0, nt[0], r0[1], nrows[1]);
+        }
+        if (has_t1) {
+          PARALLM_STORE_SUMS(kC10, t0 + kTok, nt[1], r0[0], nrows[0]);
+        }
+        if (has_t1 && has_g1) {
+          PARALLM_STORE_SUMS(kC11, t0 + kTok, nt[1], r0[1], nrows[1]);
+        }
+      }
+    }
+  }
+  _tile_release();
+}
+
+void Rows(const Bf16Args& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  const bool offset = Avx512Kernels()->code_offset(*a.w, a.fmt) != 0;
+  const auto pk = static_cast<ParamKind>(Avx512PackedParamKind(*a.w, a.fmt));
+  using Fn = void (*)(const Bf16Args&, int64_t, int64_t, uint8_t*);
+  Fn fn = nullptr;
+  if (HasBias(a.fmt)) {  // Q4_K, MLX: unsigned codes, no offset
+    fn = pk == ParamKind::kQ4K            ? &RowsT<true, false, ParamKind::kQ4K>
+         : pk == ParamKind::kF16PerGroup  ? &RowsT<true, false, ParamKind::kF16PerGroup>
+         : pk == ParamKind::kBF16PerGroup ? &RowsT<true, false, ParamKind::kBF16PerGroup>
+         : pk == ParamKind::kF16          ? &RowsT<true, false, ParamKind::kF16>
+         : pk == ParamKind::kBF16         ? &RowsT<true, false, ParamKind::kBF16>
+                                          : &RowsT<true, false, ParamKind::kF32>;
+  } else if (offset) {  // Q4_0, Q8_0: codes made signed
+    fn = &RowsT<false, true, ParamKind::kF16>;
+  }
+  PARALLM_CHECK(fn != nullptr && (HasBias(a.fmt) || pk == ParamKind::kF16));
+  fn(a, row_begin, row_end, scratch);
+}
+
+// x rows [t0, t1) to bf16 (nearest even, denormals flushed: VCVTNEPS2BF16, as ToBf16).
+void ToBf16Rows(const float* x, int64_t cols, int64_t t0, int64_t t1, uint16_t* out) {
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* xr = x + t * cols;
+    uint16_t* o = out + t * cols;
+    for (int64_t c = 0; c < cols; c += 16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + c),
+                          reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(xr + c))));
+  }
+}
+
+}  // namespace
+
+const Bf16Kernels* AmxBf16Kernels() {
+  static const Bf16Kernels k{&ScratchBytes, &ToBf16Rows, &Rows};
+  return &k;
+}
+
+}  // namespace parallm::mm
+
+#undef PARALLM_STORE_SUMS
+#undef kC00
+#undef kC01
+#undef kC10
+#undef kC11
+#undef kA0
+#undef kA1
+#undef kB0
+#undef kB1
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options

@@ -358,29 +358,22 @@ void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* s
   _mm_sfence();  // streaming stores, if any, are visible before the task reports done
 }
 
+template <bool kBias, bool kSigned, ParamKind kPk>
+struct RowsK {
+  static void Run(const QuantArgs& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+    RowsT<kBias, kSigned, kPk>(a, row_begin, row_end, scratch);
+  }
+};
+
 void QuantRowsPacked(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
   // Q6_K's two scales per block would need half-height tiles; it stays on AVX-512 with the small batches.
   if (args.acts->n_tokens < kMinTokens || SubBlocks(args.fmt) != 1) {
     Avx512Kernels()->quant_rows_packed(args, row_begin, row_end, scratch);
     return;
   }
-  const bool offset = Avx512Kernels()->code_offset(*args.w, args.fmt) != 0;
-  const bool bias = HasBias(args.fmt);
   const auto pk = static_cast<ParamKind>(Avx512PackedParamKind(*args.w, args.fmt));
-  // <bias, signed codes, parameters>: the combinations the formats with one scale per block have.
-  using Fn = void (*)(const QuantArgs&, int64_t, int64_t, uint8_t*);
-  Fn fn = nullptr;
-  if (bias) {  // Q4_K (its 6-bit fields and f16 super-block scales), MLX (f16, bf16 or f32): codes without offset
-    fn = pk == ParamKind::kQ4K            ? &RowsT<true, false, ParamKind::kQ4K>
-         : pk == ParamKind::kF16PerGroup  ? &RowsT<true, false, ParamKind::kF16PerGroup>
-         : pk == ParamKind::kBF16PerGroup ? &RowsT<true, false, ParamKind::kBF16PerGroup>
-         : pk == ParamKind::kF16          ? &RowsT<true, false, ParamKind::kF16>
-         : pk == ParamKind::kBF16         ? &RowsT<true, false, ParamKind::kBF16>
-                                          : &RowsT<true, false, ParamKind::kF32>;
-  } else if (offset) {  // Q4_0, Q8_0: codes made signed bytes (GroupPanel::Unpack)
-    fn = &RowsT<false, true, ParamKind::kF16>;
-  }
-  PARALLM_CHECK(fn != nullptr && (bias || pk == ParamKind::kF16));
+  const auto fn = PickKernel<RowsK>(HasBias(args.fmt), Avx512Kernels()->code_offset(*args.w, args.fmt) != 0, pk);
+  PARALLM_CHECK(fn != nullptr);
   fn(args, row_begin, row_end, scratch);
 }
 

@@ -39,6 +39,7 @@ constexpr int kCodeBytes = 512;      // a packed block's codes for 16 rows (8 x 
 constexpr int kPanelBlock = 1024;    // a dequantized block for 16 rows: 16 column pairs x 16 rows x 2 bf16
 constexpr int64_t kTokBlockBytes = int64_t{3} << 19;  // a token block's bf16 rows (1.5 MiB), read once per row group pair
 constexpr int64_t kMaxTokBlock = 512;
+constexpr int64_t kPrefetchBlocks = 6;  // how far ahead Dequantize asks for the packed weights
 
 #define kC00 0
 #define kC01 1
@@ -61,11 +62,12 @@ int64_t TokBlock(int64_t cols) {
 }
 
 // Two vectors of 16 f32 (column c and c + 1 of 16 rows) as one tile row of the B operand: lane r holds row r's
-// pair, column c in the low half. bf16 by VCVTNEPS2BF16 (nearest even; denormals flushed), as ToBf16 does.
+// pair, column c in the low half. bf16 by VCVTNE2PS2BF16 (nearest even; denormals flushed), as ToBf16 does, then
+// interleaved.
 inline __m512i Bf16Pair(__m512 lo, __m512 hi) {
-  const __m512i l = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(lo)));
-  const __m512i h = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(hi)));
-  return _mm512_or_si512(l, _mm512_slli_epi32(h, 16));
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
+                                       5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(idx, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
 }
 
 // A row group's packed blocks and how to read them (matmul_amx.cpp's GroupPanel, the same layout).
@@ -87,6 +89,10 @@ void Dequantize(const PackedRows& g, int64_t nb, uint8_t* panel) {
   const __m512i nib = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* p = g.base + b * g.stride;
+    // The weights come from memory (a pass over them per token block): ask for a later block's while this one runs.
+    if (b + kPrefetchBlocks < nb)
+      for (int64_t off = 0; off < g.stride; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBlocks * g.stride + off), _MM_HINT_T0);
     __m512i reg[8];
     if (g.code_bytes == kCodeBytes) {
       for (int k = 0; k < 8; ++k) reg[k] = _mm512_sub_epi8(_mm512_loadu_si512(p + 64 * k), off);
@@ -226,22 +232,17 @@ void RowsT(const Bf16Args& a, int64_t row_begin, int64_t row_end, uint8_t* scrat
   _tile_release();
 }
 
-void Rows(const Bf16Args& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
-  const bool offset = Avx512Kernels()->code_offset(*a.w, a.fmt) != 0;
-  const auto pk = static_cast<ParamKind>(Avx512PackedParamKind(*a.w, a.fmt));
-  using Fn = void (*)(const Bf16Args&, int64_t, int64_t, uint8_t*);
-  Fn fn = nullptr;
-  if (HasBias(a.fmt)) {  // Q4_K, MLX: unsigned codes, no offset
-    fn = pk == ParamKind::kQ4K            ? &RowsT<true, false, ParamKind::kQ4K>
-         : pk == ParamKind::kF16PerGroup  ? &RowsT<true, false, ParamKind::kF16PerGroup>
-         : pk == ParamKind::kBF16PerGroup ? &RowsT<true, false, ParamKind::kBF16PerGroup>
-         : pk == ParamKind::kF16          ? &RowsT<true, false, ParamKind::kF16>
-         : pk == ParamKind::kBF16         ? &RowsT<true, false, ParamKind::kBF16>
-                                          : &RowsT<true, false, ParamKind::kF32>;
-  } else if (offset) {  // Q4_0, Q8_0: codes made signed
-    fn = &RowsT<false, true, ParamKind::kF16>;
+template <bool kBias, bool kSigned, ParamKind kPk>
+struct RowsK {
+  static void Run(const Bf16Args& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+    RowsT<kBias, kSigned, kPk>(a, row_begin, row_end, scratch);
   }
-  PARALLM_CHECK(fn != nullptr && (HasBias(a.fmt) || pk == ParamKind::kF16));
+};
+
+void Rows(const Bf16Args& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  const auto pk = static_cast<ParamKind>(Avx512PackedParamKind(*a.w, a.fmt));
+  const auto fn = PickKernel<RowsK>(HasBias(a.fmt), Avx512Kernels()->code_offset(*a.w, a.fmt) != 0, pk);
+  PARALLM_CHECK(fn != nullptr);
   fn(a, row_begin, row_end, scratch);
 }
 

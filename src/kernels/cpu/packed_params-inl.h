@@ -85,3 +85,22 @@ inline __attribute__((always_inline)) __m512 LoadParams(const uint8_t* p, int v,
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
 }
+
+// The instance of kernel K (a class template over <bias, signed codes, parameter kind> with a static Run) for a format
+// with one scale per block: the biased formats (Q4_K, MLX) read unsigned codes with any kind of parameters, the ones
+// with a code offset (Q4_0, Q8_0) signed codes and f16 scales. Null for any other combination.
+template <template <bool, bool, ParamKind> class K>
+auto PickKernel(bool bias, bool offset, ParamKind pk) -> decltype(&K<true, false, ParamKind::kF32>::Run) {
+  if (bias) {
+    switch (pk) {
+      case ParamKind::kQ4K: return &K<true, false, ParamKind::kQ4K>::Run;
+      case ParamKind::kF16PerGroup: return &K<true, false, ParamKind::kF16PerGroup>::Run;
+      case ParamKind::kBF16PerGroup: return &K<true, false, ParamKind::kBF16PerGroup>::Run;
+      case ParamKind::kF16: return &K<true, false, ParamKind::kF16>::Run;
+      case ParamKind::kBF16: return &K<true, false, ParamKind::kBF16>::Run;
+      case ParamKind::kF32: return &K<true, false, ParamKind::kF32>::Run;
+    }
+    return nullptr;
+  }
+  return offset && pk == ParamKind::kF16 ? &K<false, true, ParamKind::kF16>::Run : nullptr;
+}

@@ -216,7 +216,13 @@ void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_toke
     }
     part(int8, next, n_tokens);
   }
-  if (!int8.empty()) MatMulGrouped(int8, x, n_tokens, pool);
+  if (!int8.empty()) {
+    // Only the rows the int8 parts read are quantized (a prompt's step: its last token, not all of them).
+    int64_t lo = n_tokens, hi = 0;
+    for (const MatMulGroupOut& o : int8) lo = std::min(lo, o.x_begin), hi = std::max(hi, o.x_begin + o.n_tokens);
+    for (MatMulGroupOut& o : int8) o.x_begin -= lo;
+    MatMulGrouped(int8, x + lo * outs[0].w->cols, hi - lo, pool);
+  }
   if (!bf16.empty()) MatMulBf16Grouped(bf16, x, pool);
 }
 

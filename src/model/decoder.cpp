@@ -163,7 +163,7 @@ class Model::Ops final : public LayerOps {
   void Mamba(int layer, const float* in, float* out) override {
     PARALLM_CHECK_MSG(state_ != nullptr, "a hybrid model run without its state storage");
     MambaMixer(c_, m_.loaded_.weights.layers[static_cast<size_t>(layer)].mamba, layer, batch_, in, out, *state_,
-               m_.mamba_, pool_);
+               m_.mamba_, pool_, m_.prompt_rows_);
   }
 
   void Norm(const std::vector<float>& w, const float* in, float* out) override {
@@ -298,7 +298,8 @@ class Model::Ops final : public LayerOps {
         for (int64_t i = 0; i < H; ++i) dot += in[t * H + i] * moe.shared_expert_gate[static_cast<size_t>(i)];
         m_.shared_scale_[static_cast<size_t>(t)] = 1.0f / (1.0f + std::exp(-dot));
       }
-      GatedMlp(moe.shared_gate, moe.shared_up, moe.shared_down, in, T_, m_.gate_.data(), m_.up_.data(), sh, pool_);
+      GatedMlp(moe.shared_gate, moe.shared_up, moe.shared_down, in, T_, m_.gate_.data(), m_.up_.data(), sh, pool_,
+               -1, m_.prompt_rows_);
     }
     // The combine: per token its experts' rows in rank order, then the shared expert's (WeightedRowSum's order). It
     // moves A rows of H floats (2 MB a layer at 64 sequences), so it runs over the pool in token ranges.

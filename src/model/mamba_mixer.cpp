@@ -25,13 +25,14 @@ SsdRuns SsdChunks(const SequenceSlice& seq, int chunk) {
 }
 
 void MambaMixer(const ModelConfig& c, const MambaWeights& w, int layer, const ForwardBatch& batch, const float* in,
-                float* out, SsmStateStorage& state, MambaScratch& s, ThreadPool* pool) {
+                float* out, SsmStateStorage& state, MambaScratch& s, ThreadPool* pool,
+                std::span<const RowRange> bf16_rows) {
   const int64_t T = batch.num_tokens(), P = c.ssm_in_proj(), I = c.ssm_inner(), CD = c.ssm_conv_dim();
   const int64_t N = c.ssm_state, G = c.ssm_groups;
   if (static_cast<int64_t>(s.proj.size()) < T * P) s.proj.resize(static_cast<size_t>(T * P));
   if (static_cast<int64_t>(s.xbc.size()) < T * CD) s.xbc.resize(static_cast<size_t>(T * CD));
   if (static_cast<int64_t>(s.y.size()) < T * I) s.y.resize(static_cast<size_t>(T * I));
-  MatMul(w.in_proj, in, T, s.proj.data(), P, pool);
+  MatMul(w.in_proj, in, T, s.proj.data(), P, pool, bf16_rows);
 
   const int64_t n_seq = static_cast<int64_t>(batch.sequences.size());
   auto for_each = [&](int64_t n, auto&& fn) {
@@ -100,7 +101,7 @@ void MambaMixer(const ModelConfig& c, const MambaWeights& w, int layer, const Fo
     for (int64_t i = 0; i < I; ++i) y[i] *= z[i] / (1.0f + std::exp(-z[i]));
     for (int64_t g = 0; g < G; ++g) RmsNorm(y + g * gs, w.norm.data() + g * gs, c.rms_eps, 1, gs, y + g * gs);
   }
-  MatMul(w.out_proj, s.y.data(), T, out, c.hidden, pool);
+  MatMul(w.out_proj, s.y.data(), T, out, c.hidden, pool, bf16_rows);
 }
 
 }  // namespace parallm

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cache/ssm_state.h"
+#include "kernels/matmul.h"
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/weights.h"
@@ -51,7 +52,9 @@ struct MambaScratch {
 
 // out = mixer(in) for every token of `batch` ([num_tokens, hidden] each; out may be in). Every sequence must carry a
 // state slot of `state`; a sequence whose first new token is at position 0 must have had its slot reset.
+// `bf16_rows`: MatMul's, for the input and output projections (the step's prompt rows).
 void MambaMixer(const ModelConfig& c, const MambaWeights& w, int layer, const ForwardBatch& batch, const float* in,
-                float* out, SsmStateStorage& state, MambaScratch& scratch, ThreadPool* pool);
+                float* out, SsmStateStorage& state, MambaScratch& scratch, ThreadPool* pool,
+                std::span<const RowRange> bf16_rows = {});
 
 }  // namespace parallm

@@ -6,7 +6,6 @@
 #include <cstdio>
 
 #include "cache/cache_budget.h"
-#include "kernels/matmul.h"
 #include "model/mamba_mixer.h"
 #include "util/check.h"
 #include "util/strings.h"
@@ -30,7 +29,7 @@ EngineConfig Engine::Resolve(const Model& model, EngineConfig c) {
     c.num_state_slots = c.scheduler.max_num_seqs;  // blocks given by count: the slots are not in a budget
   }
   c.scheduler.max_model_len = std::min(c.scheduler.max_model_len, model.config().context_length);
-  c.scheduler.bf16_prompts = Bf16RowsEnabled();
+  c.scheduler.bf16_prompts = model.PromptsTakeBf16();
   if (model.has_state()) {
     // A cached prefix holds KV blocks, not the recurrent state after it: a hit would skip tokens the Mamba layers
     // never saw. Checkpointing states at block boundaries would allow it; until then hybrid models run without.

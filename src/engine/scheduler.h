@@ -29,8 +29,8 @@ struct SchedulerConfig {
   // ends inside the prompt's whole SSD chunks ends on a multiple of it, so that each of those chunks is computed in
   // one step (the invariant of model/mamba_mixer.h); max_num_batched_tokens must be at least this.
   int32_t ssd_chunk = 0;
-  // The model runs each prompt's tokens but the last on MatMul's bf16 formula (Bf16RowsEnabled; PromptRows in
-  // model/decoder.cpp): prefix caching then keys the blocks from a request's last prompt token on apart
+  // The model runs each prompt's tokens but the last on MatMul's bf16 formula (Model::PromptsTakeBf16; PromptRows
+  // in model/decoder.cpp): prefix caching then keys the blocks from a request's last prompt token on apart
   // (KVCacheManager's int8_from), since another request's prompt would compute them the other way.
   bool bf16_prompts = false;
 };

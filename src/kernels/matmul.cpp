@@ -162,6 +162,11 @@ bool Bf16RowsEnabled() {
 
 void SetBf16RowsEnabled(bool on) { g_bf16_rows.store(on ? 1 : 0, std::memory_order_relaxed); }
 
+bool Bf16FormulaCovers(const MatrixView& w) {
+  mm::QFormat fmt;
+  return w.rows > 0 && mm::QuantFormatOf(w, &fmt) && mm::Bf16FormulaCovers(fmt);
+}
+
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool,
             std::span<const RowRange> bf16_rows) {
   const MatMulOut out{&w, y, y_stride};

@@ -43,6 +43,8 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int
 // (PARALLM_BF16_ROWS=0, or SetBf16RowsEnabled(false): tests and benchmarks compare the two).
 bool Bf16RowsEnabled();
 void SetBf16RowsEnabled(bool on);
+// Whether the bf16 formula covers w's format (quantized with one scale per 32-column block: Q8_0, Q4_0, Q4_K, MLX).
+bool Bf16FormulaCovers(const MatrixView& w);
 
 // One product of MatMulMulti: y ([n_tokens, y_stride]) = x W^T.
 struct MatMulOut {

@@ -99,6 +99,15 @@ Model::Model(LoadedModel loaded) : loaded_(std::move(loaded)) {
   }
 }
 
+bool Model::PromptsTakeBf16() const {
+  if (!Bf16RowsEnabled()) return false;
+  for (const LayerWeights& l : loaded_.weights.layers)
+    for (const MatrixView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.shared_gate,
+                                &l.moe.shared_up, &l.moe.shared_down, &l.mamba.in_proj, &l.mamba.out_proj})
+      if (Bf16FormulaCovers(*w)) return true;
+  return false;
+}
+
 KvStorageShape Model::KvShape(int num_blocks, int block_size, KvDtype dtype) const {
   const ModelConfig& c = loaded_.config;
   int kv_layers = c.n_layers;

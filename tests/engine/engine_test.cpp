@@ -178,6 +178,7 @@ TEST(Engine, ChunkedPrefillAndPreemptionKeepOutputs) {
   std::vector<SamplingParams> params(1);
   params[0].max_tokens = 20;
   params[0].ignore_eos = true;
+  params[0].logprobs = 3;  // the runners-up's logprobs show the logits' low bits (the chosen token's is ~0 here)
   LLM reference(testing::TinyModel(o, "ref"), SmallConfig());
   auto expected = reference.Generate(prompts, params);
   ASSERT_TRUE(expected.ok());
@@ -186,6 +187,11 @@ TEST(Engine, ChunkedPrefillAndPreemptionKeepOutputs) {
   auto got = squeezed.Generate(prompts, params);
   ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_EQ(Ids(*got), Ids(*expected));
+  for (size_t r = 0; r < prompts.size(); ++r)
+    for (size_t i = 0; i < (*expected)[r].ids().size(); ++i)
+      for (size_t k = 0; k < 3; ++k)
+        ASSERT_EQ((*got)[r].choices[0].samples[i].top.at(k).logprob,
+                  (*expected)[r].choices[0].samples[i].top.at(k).logprob) << r << " " << i << " " << k;
   EXPECT_GT(squeezed.engine().scheduler().num_preemptions(), 0);
   EXPECT_EQ(squeezed.engine().kv_manager().num_free_blocks(), 12);
 }
@@ -221,6 +227,38 @@ TEST(Engine, PrefixCacheScenario) {
   EXPECT_EQ(s.misses, 2);
   EXPECT_EQ(s.hits, 2);
   EXPECT_EQ(s.hit_tokens, 128);
+}
+
+// A conversation's next turn (the first prompt, its answer, a new question) on a warm engine equals a cold run, token
+// and logprob. Where prompts take MatMul's bf16 formula the answer's blocks were computed by the int8 one: the prefix
+// cache must reuse the first prompt's blocks only (its full blocks before its last token).
+TEST(Engine, NextTurnOnACachedConversationEqualsAColdRun) {
+  testing::TinyModelOptions o;
+  o.arch = Arch::kQwen2;
+  o.gguf_type = DType::kQ8_0;
+  auto prompts = RandomPrompts(1, 70, 70, 512, 11);
+  SamplingParams p;
+  p.max_tokens = 40;
+  p.ignore_eos = true;
+  p.logprobs = 3;  // the chosen token's is 0 (this model is sure of it); the runners-up show the logits' low bits
+  LLM warm(testing::TinyModel(o, "turns"), SmallConfig());
+  auto first = warm.Generate(prompts, {p});
+  ASSERT_TRUE(first.ok());
+  std::vector<int32_t> next = prompts[0];
+  next.insert(next.end(), (*first)[0].ids().begin(), (*first)[0].ids().end());
+  for (int32_t t : {5, 6, 7, 8, 9}) next.push_back(t);
+  auto again = warm.Generate({next}, {p});
+  LLM cold(testing::TinyModel(o, "turns-cold"), SmallConfig());
+  auto want = cold.Generate({next}, {p});
+  ASSERT_TRUE(again.ok() && want.ok());
+  EXPECT_EQ((*again)[0].cached_tokens, warm.engine().model().PromptsTakeBf16() ? 64 : 96);
+  EXPECT_EQ((*want)[0].cached_tokens, 0);
+  EXPECT_EQ((*again)[0].ids(), (*want)[0].ids());
+  for (size_t i = 0; i < (*want)[0].ids().size(); ++i) {
+    const SampleResult &got = (*again)[0].choices[0].samples[i], &cold_run = (*want)[0].choices[0].samples[i];
+    ASSERT_EQ(got.top.size(), cold_run.top.size());
+    for (size_t k = 0; k < got.top.size(); ++k) EXPECT_EQ(got.top[k].logprob, cold_run.top[k].logprob) << i << " " << k;
+  }
 }
 
 TEST(Engine, SharedSystemPromptIsComputedOnce) {

@@ -99,9 +99,11 @@ Model::Model(LoadedModel loaded) : loaded_(std::move(loaded)) {
   }
 }
 
-bool Model::PromptsTakeBf16() const {
+bool Model::PromptsTakeBf16() const { return parallm::PromptsTakeBf16(loaded_.weights); }
+
+bool PromptsTakeBf16(const ModelWeights& weights) {
   if (!Bf16RowsEnabled()) return false;
-  for (const LayerWeights& l : loaded_.weights.layers)
+  for (const LayerWeights& l : weights.layers)
     for (const MatrixView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.shared_gate,
                                 &l.moe.shared_up, &l.moe.shared_down, &l.mamba.in_proj, &l.mamba.out_proj})
       if (Bf16FormulaCovers(*w)) return true;

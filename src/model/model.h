@@ -17,6 +17,10 @@
 
 namespace parallm {
 
+// Whether a prompt's rows take MatMul's bf16 formula with these weights: Bf16RowsEnabled(), and some projection the
+// prompt rows go through (attention, dense MLP, shared experts, Mamba projections) is in a format it covers.
+bool PromptsTakeBf16(const ModelWeights& weights);
+
 class Model {
  public:
   static Result<std::unique_ptr<Model>> Load(const std::string& path);
@@ -34,8 +38,8 @@ class Model {
   KvStorageShape KvShape(int num_blocks, int block_size = 16, KvDtype dtype = KvDtype::kF32) const;
   // Hybrid models (Nemotron-H) keep a recurrent state per sequence beside the KV cache (cache/ssm_state.h).
   bool has_state() const { return loaded_.config.hybrid(); }
-  // Whether a step's prompt rows take MatMul's bf16 formula here (Bf16RowsEnabled, and some projection the prompt
-  // rows go through is in a format it covers): the scheduler then keys cached blocks by it.
+  // Whether a step's prompt rows take MatMul's bf16 formula here (the free function below): the scheduler then keys
+  // cached blocks by it.
   bool PromptsTakeBf16() const;
   // The state storage shape for `num_slots` sequences (has_state() only).
   SsmStateShape StateShape(int num_slots) const;

@@ -14,6 +14,7 @@
 #include "cache/kv_cache_manager.h"
 #include "engine/request.h"
 #include "engine/speculation.h"
+#include "model/forward_batch.h"
 
 namespace parallm {
 
@@ -29,9 +30,9 @@ struct SchedulerConfig {
   // ends inside the prompt's whole SSD chunks ends on a multiple of it, so that each of those chunks is computed in
   // one step (the invariant of model/mamba_mixer.h); max_num_batched_tokens must be at least this.
   int32_t ssd_chunk = 0;
-  // The model runs each prompt's tokens but the last on MatMul's bf16 formula (Model::PromptsTakeBf16; PromptRows
-  // in model/decoder.cpp): prefix caching then keys the blocks from a request's last prompt token on apart
-  // (KVCacheManager's int8_from), since another request's prompt would compute them the other way.
+  // The model runs each prompt's tokens below Bf16PromptEnd on MatMul's bf16 formula (Model::PromptsTakeBf16;
+  // PromptRows in model/decoder.cpp): prefix caching then keys the blocks from there on apart (KVCacheManager's
+  // int8_from), since another request's prompt would compute them the other way.
   bool bf16_prompts = false;
 };
 
@@ -112,9 +113,9 @@ class Scheduler {
   // How many of `num_new` tokens from `start` a step may compute for `r`: all of them, or with ssd_chunk set and the
   // end inside the prompt's whole SSD chunks, down to the last multiple of ssd_chunk (possibly none).
   int32_t SsdAlign(const Request& r, int32_t start, int32_t num_new) const;
-  // The request's first position computed by the int8 formula when prompts run on the bf16 one (its last prompt
-  // token), else -1: KVCacheManager's int8_from.
-  int32_t Int8From(const Request& r) const { return config_.bf16_prompts ? r.num_prompt_tokens - 1 : -1; }
+  // The request's first position computed by the int8 formula when prompts run on the bf16 one (Bf16PromptEnd),
+  // else -1: KVCacheManager's int8_from.
+  int32_t Int8From(const Request& r) const { return config_.bf16_prompts ? Bf16PromptEnd(r.num_prompt_tokens) : -1; }
   // Where the whole SSD chunks of r's prompt end (0 without ssd_chunk): prefill stays on chunk boundaries before it.
   int32_t WholeSsdChunksEnd(const Request& r) const;
   // Whether decoding requests draft this step (speculation on, and not over disable_by_batch_size requests).

@@ -134,18 +134,17 @@ void Resize(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
-// The rows of a step whose tokens are a prompt's, but for its last token, merged into sorted runs: where MatMul's bf16
-// formula is on (Bf16RowsEnabled), these take it. A token's formula so depends only on its own request (its position
-// against the request's prompt length), never on the batch it runs in, how its prompt was chunked, or on being
-// recomputed after a preemption (generated tokens stay int8), so batched results still equal unbatched ones. The last
-// prompt token stays int8: a prompt whose other blocks are all cached computes that one token alone, where the bf16
-// formula would dequantize every weight for one row. Sequences with no prompt length (0) take none.
+// The rows of a step whose tokens take the bf16 formula (positions below Bf16PromptEnd of their request's prompt),
+// merged into sorted runs: where MatMul's bf16 formula is on (Bf16RowsEnabled), these take it. A token's formula so
+// depends only on its own request (its position against the request's prompt length), never on the batch it runs in,
+// how its prompt was chunked, or on being recomputed after a preemption (generated tokens stay int8), so batched
+// results still equal unbatched ones.
 void PromptRows(const ForwardBatch& batch, std::vector<RowRange>* rows) {
   rows->clear();
   for (const SequenceSlice& seq : batch.sequences) {
     const int64_t first = seq.context_len - seq.num_tokens;
-    const int64_t n = std::clamp<int64_t>(seq.num_prompt_tokens - 1 - first, 0, seq.num_tokens);
-    if (seq.num_prompt_tokens > 0 && n > 0) rows->push_back(RowRange{seq.token_begin, seq.token_begin + n});
+    const int64_t n = std::clamp<int64_t>(Bf16PromptEnd(seq.num_prompt_tokens) - first, 0, seq.num_tokens);
+    if (n > 0) rows->push_back(RowRange{seq.token_begin, seq.token_begin + n});
   }
   std::sort(rows->begin(), rows->end(), [](const RowRange& a, const RowRange& b) { return a.begin < b.begin; });
   size_t out = 0;

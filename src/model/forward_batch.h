@@ -26,6 +26,15 @@ struct SequenceSlice {
   int32_t state_slot = -1;
 };
 
+// Where MatMul's bf16 formula runs a request's prompt (Bf16RowsEnabled), the positions below this take it: the prompt
+// but the run of 16 positions holding its last token. Those stay int8 because a prompt whose other blocks are all
+// cached computes just them, where the bf16 formula would dequantize every weight for a few rows (a cached 1,000-token
+// prompt's first token came 2.5x later so). A prompt of 16 tokens or fewer takes none; 0 (unknown): none.
+constexpr int32_t kInt8PromptTail = 16;
+inline int32_t Bf16PromptEnd(int32_t num_prompt_tokens) {
+  return num_prompt_tokens <= 0 ? 0 : (num_prompt_tokens - 1) / kInt8PromptTail * kInt8PromptTail;
+}
+
 struct ForwardBatch {
   std::span<const int32_t> tokens;        // [num_tokens]
   std::span<const int32_t> positions;     // [num_tokens]

@@ -52,8 +52,8 @@ class KVCacheManager {
   // last. Does not take references: pass the result to AllocateSlots.
   // `salt`: the request's LoRA adapter (0: base model), part of every block hash (HashBlockTokens).
   // `int8_from`: where a request's prompt runs on MatMul's bf16 formula, the first position the int8 formula computes
-  // (its last prompt token; -1: one formula for all). Blocks holding that position or later are hashed apart, so a
-  // block is reused only where a cold run would have computed it the same way.
+  // (model/forward_batch.h's Bf16PromptEnd; -1: one formula for all). Blocks holding that position or later are
+  // hashed apart, so a block is reused only where a cold run would have computed it the same way.
   ComputedBlocks GetComputedBlocks(std::span<const int32_t> tokens, uint64_t salt = 0, int32_t int8_from = -1);
 
   // Makes room for `num_new_tokens` more tokens of request `id` (whose first `num_computed_tokens` are in its

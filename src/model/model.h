@@ -74,7 +74,7 @@ class Model {
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;
   std::vector<int32_t> token_seq_;  // sequence index of each token
   // The step's rows that take MatMul's bf16 formula in the attention and dense MLP projections (where
-  // Bf16RowsEnabled()): each sequence's prompt tokens but the last (PromptRows).
+  // Bf16RowsEnabled()): each sequence's prompt positions below Bf16PromptEnd (PromptRows).
   std::vector<RowRange> prompt_rows_;
   // Mixture-of-experts scratch: router logits [num_tokens, n_experts], the routing, the assignments' inputs and
   // outputs in grouped order [num_tokens * top_k, hidden] and gate/up [num_tokens * top_k, expert_ffn], the shared

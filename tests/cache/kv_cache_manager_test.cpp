@@ -123,13 +123,13 @@ TEST(KVCacheManager, UnalignedPromptReusesEveryFullBlock) {
   EXPECT_EQ(m.stats().hit_tokens, 12);
 }
 
-// With int8_from (prompts on MatMul's bf16 formula, their last token on the int8 one), a request's blocks from its
-// last prompt token on are found only by a request whose tokens there were computed the same way: a conversation's
+// With int8_from (prompts on MatMul's bf16 formula, their last tokens on the int8 one), a request's blocks from its
+// int8 position on are found only by a request whose tokens there were computed the same way: a conversation's
 // next turn (the earlier prompt, its answer, more) reuses the earlier prompt's blocks but not the answer's, and a
 // preempted request recomputing its own tokens finds all of them.
 TEST(KVCacheManager, BlocksPastTheInt8PositionAreKeyedApart) {
   KVCacheManager m(32, kBlockSize, true);
-  const std::vector<int32_t> prompt = Range(1, 10), answer = Range(50, 6);  // the last prompt token: position 9
+  const std::vector<int32_t> prompt = Range(1, 10), answer = Range(50, 6);  // int8 from position 9 (KVCacheManager takes any)
   const std::vector<int32_t> all = Concat(prompt, answer);                     // blocks [0,4) [4,8) [8,12) [12,16)
   ASSERT_TRUE(m.AllocateSlots(1, 0, 16));
   m.CacheFullBlocks(1, all, 16, 0, 9);

@@ -231,7 +231,7 @@ TEST(Engine, PrefixCacheScenario) {
 
 // A conversation's next turn (the first prompt, its answer, a new question) on a warm engine equals a cold run, token
 // and logprob. Where prompts take MatMul's bf16 formula the answer's blocks were computed by the int8 one: the prefix
-// cache must reuse the first prompt's blocks only (its full blocks before its last token).
+// cache must reuse the first prompt's blocks only (its full blocks before Bf16PromptEnd).
 TEST(Engine, NextTurnOnACachedConversationEqualsAColdRun) {
   testing::TinyModelOptions o;
   o.arch = Arch::kQwen2;

@@ -7,9 +7,10 @@
 // AmxProbe): a 32 x 32 x 32 block costs its tile side plus its tail. Here a tile multiply adds its products into
 // the f32 sums itself, so the sums stay in the tile registers across all the columns and nothing runs per block but
 // the loads and the multiplies; the dequantization costs about as much as one token's tail and is shared by every
-// token of the block (up to 256).
+// token of the block (up to 512), which is also why a few rows alone cost more here than on the int8 formula (1 row:
+// ~5x; even at ~32, ahead from 64).
 //
-// Loop nest per task: token block (as many tokens as keep their bf16 rows within ~1 MiB of L2) > pair of row groups
+// Loop nest per task: token block (as many tokens as keep their bf16 rows within 1.5 MiB of L2) > pair of row groups
 // (dequantized into two panels of nb x 1 KiB) > pair of token tiles > 32-column blocks, 2 x 2 tiles of sums. A ragged
 // last token tile reads a zero-padded copy; ragged tiles and row groups are stored through a buffer.
 #include <immintrin.h>

@@ -95,9 +95,12 @@ bool Bf16Covers(const MatrixView& w, mm::QFormat* fmt) {
          w.packed_isa == static_cast<int8_t>(IsaPath::kAvx512);
 }
 
-// The bf16 formula for products over row ranges of x (each MatMulGroupOut's rows), all of them covered
-// (Bf16Covers): the rows are converted to bf16 once, and the row groups of all products run in one parallel loop.
-void MatMulBf16Grouped(std::span<const MatMulGroupOut> outs, const float* x, ThreadPool* pool) {
+// The bf16 formula for the rows `runs` (sorted, disjoint) of x in every product, all of them covered (Bf16Covers):
+// the rows are converted to bf16 once, one after another, and each product runs over them as one batch (its weights
+// dequantized once for all the runs, not once a run), writing each row's outputs at its own row of y. The row groups
+// of all products run in one parallel loop.
+void MatMulBf16Grouped(std::span<const MatMulOut> outs, const float* x, std::span<const RowRange> runs,
+                       ThreadPool* pool) {
   const mm::Bf16Kernels* k = Bf16KernelsHere();
   const int64_t cols = outs[0].w->cols;
   const int threads = pool ? pool->num_threads() : 1;
@@ -108,24 +111,26 @@ void MatMulBf16Grouped(std::span<const MatMulGroupOut> outs, const float* x, Thr
       for (int64_t i = 0; i < n; ++i) fn(i, 0);
     }
   };
-  int64_t x_rows = 0;
-  for (const MatMulGroupOut& o : outs) x_rows = std::max(x_rows, o.x_begin + o.n_tokens);
+  // The rows in order, and (more than one run) each one's row of x and y.
+  thread_local std::vector<int32_t> t_rows;
+  std::vector<int32_t>& rows = t_rows;
+  rows.clear();
+  for (const RowRange& r : runs)
+    for (int64_t t = r.begin; t < r.end; ++t) rows.push_back(static_cast<int32_t>(t));
+  const int64_t n = static_cast<int64_t>(rows.size());
+  if (n == 0) return;
   thread_local Scratch t_bf16;
-  auto* xb = reinterpret_cast<uint16_t*>(t_bf16.Get(static_cast<size_t>(x_rows * cols * 2)));
-  // Each product's rows (products of one call usually share them: Q/K/V, gate/up), converted once.
-  thread_local std::vector<RowRange> t_conv;
-  std::vector<RowRange>& conv = t_conv;
-  conv.clear();
-  for (const MatMulGroupOut& o : outs)
-    if (std::none_of(conv.begin(), conv.end(), [&](const RowRange& r) {
-          return r.begin == o.x_begin && r.end == o.x_begin + o.n_tokens;
-        }))
-      conv.push_back(RowRange{o.x_begin, o.x_begin + o.n_tokens});
-  parallel(static_cast<int64_t>(conv.size()) * threads, [&](int64_t task, int) {
-    const RowRange& r = conv[static_cast<size_t>(task / threads)];
-    auto [t0, t1] = SplitRange(r.end - r.begin, threads, task % threads);
-    k->to_bf16(x, cols, r.begin + t0, r.begin + t1, xb);
+  auto* xb = reinterpret_cast<uint16_t*>(t_bf16.Get(static_cast<size_t>(n * cols * 2)));
+  parallel(threads, [&](int64_t task, int) {
+    auto [i0, i1] = SplitRange(n, threads, task);
+    for (int64_t i = i0; i < i1;) {  // rows i0.. in stretches of consecutive rows of x
+      int64_t j = i + 1;
+      while (j < i1 && rows[static_cast<size_t>(j)] == rows[static_cast<size_t>(j - 1)] + 1) ++j;
+      k->to_bf16(x + rows[static_cast<size_t>(i)] * cols, cols, 0, j - i, xb + i * cols);
+      i = j;
+    }
   });
+  const bool one_run = runs.size() == 1;
   struct Task {
     mm::Bf16Args args;
     int64_t r0, r1;
@@ -135,12 +140,13 @@ void MatMulBf16Grouped(std::span<const MatMulGroupOut> outs, const float* x, Thr
   tasks.clear();
   // Tasks of whole pairs of row groups (a pair shares its token tiles' loads), about threads * 4 in all.
   int64_t pairs = 0;
-  for (const MatMulGroupOut& o : outs) pairs += (o.w->rows + 31) / 32;
+  for (const MatMulOut& o : outs) pairs += (o.w->rows + 31) / 32;
   const int64_t per_task = std::max<int64_t>(1, pairs / (threads * 4));
-  for (const MatMulGroupOut& o : outs) {
+  for (const MatMulOut& o : outs) {
     mm::QFormat fmt;
     PARALLM_CHECK(Bf16Covers(*o.w, &fmt) && o.w->cols == cols);
-    const mm::Bf16Args args{o.w, fmt, xb + o.x_begin * cols, o.n_tokens, o.y, o.y_stride};
+    const mm::Bf16Args args{o.w,        fmt,         xb, n, one_run ? o.y + runs[0].begin * o.y_stride : o.y,
+                            o.y_stride, one_run ? nullptr : rows.data()};
     for (int64_t r0 = 0; r0 < o.w->rows; r0 += per_task * 32)
       tasks.push_back(Task{args, r0, std::min(o.w->rows, r0 + per_task * 32)});
   }
@@ -177,9 +183,10 @@ void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_toke
                  std::span<const RowRange> bf16_rows) {
   if (bf16_rows.empty() || !Bf16RowsEnabled()) return MatMulMulti(outs, x, n_tokens, pool);
   // The int8 formula: every row of the products bf16 does not cover, the other rows of those it does.
-  thread_local std::vector<MatMulGroupOut> t_int8, t_bf16;
+  thread_local std::vector<MatMulGroupOut> t_int8;
+  thread_local std::vector<MatMulOut> t_bf16;
   std::vector<MatMulGroupOut>& int8 = t_int8;
-  std::vector<MatMulGroupOut>& bf16 = t_bf16;
+  std::vector<MatMulOut>& bf16 = t_bf16;
   int8.clear();
   bf16.clear();
   // A covered matrix not repacked at load (PARALLM_REPACK=0, tests forcing another path) is packed for this call, so
@@ -193,8 +200,8 @@ void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_toke
   for (const MatMulOut& o : outs) {
     mm::QFormat fmt;
     const MatrixView* w = o.w;
-    auto part = [&](std::vector<MatMulGroupOut>& v, int64_t b, int64_t e) {
-      if (e > b) v.push_back(MatMulGroupOut{&v == &int8 ? o.w : w, b, e - b, o.y + b * o.y_stride, o.y_stride});
+    auto int8_part = [&](int64_t b, int64_t e) {
+      if (e > b) int8.push_back(MatMulGroupOut{o.w, b, e - b, o.y + b * o.y_stride, o.y_stride});
     };
     if (mm::QuantFormatOf(*w, &fmt) && mm::Bf16FormulaCovers(fmt) && w->rows > 0 && !Bf16Covers(*w, &fmt)) {
       const size_t n = Avx512Packer()->packed_bytes(*w, fmt);
@@ -209,17 +216,17 @@ void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_toke
       }
     }
     if (!Bf16Covers(*w, &fmt)) {
-      part(int8, 0, n_tokens);
+      int8_part(0, n_tokens);
       continue;
     }
+    bf16.push_back(MatMulOut{w, o.y, o.y_stride});
     int64_t next = 0;
     for (const RowRange& r : bf16_rows) {
       PARALLM_CHECK(r.begin >= next && r.end >= r.begin && r.end <= n_tokens);
-      part(int8, next, r.begin);
-      part(bf16, r.begin, r.end);
+      int8_part(next, r.begin);
       next = r.end;
     }
-    part(int8, next, n_tokens);
+    int8_part(next, n_tokens);
   }
   if (!int8.empty()) {
     // Only the rows the int8 parts read are quantized (a prompt's step: its last token, not all of them).
@@ -228,7 +235,7 @@ void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_toke
     for (MatMulGroupOut& o : int8) o.x_begin -= lo;
     MatMulGrouped(int8, x + lo * outs[0].w->cols, hi - lo, pool);
   }
-  if (!bf16.empty()) MatMulBf16Grouped(bf16, x, pool);
+  if (!bf16.empty()) MatMulBf16Grouped(bf16, x, bf16_rows, pool);
 }
 
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool) {

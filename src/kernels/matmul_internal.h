@@ -139,6 +139,7 @@ struct Bf16Args {
   int64_t n_tokens = 0;
   float* y = nullptr;
   int64_t y_stride = 0;
+  const int32_t* y_rows = nullptr;  // token t's output row of y, increasing (a batch's runs of rows); null: t
 };
 struct Bf16Kernels {
   size_t (*scratch_bytes)(int64_t cols) = nullptr;

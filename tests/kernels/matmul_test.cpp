@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -705,8 +706,13 @@ TEST_F(MatMulBf16Test, OnlyTheListedRowsChange) {
   }
   for (MatrixView& v : vs) owners.push_back(RepackForKernels(&v, nullptr));
   const std::vector<float> x = MakeActs(n, cols, 95);
-  const RowRange listed[] = {{2, 9}, {20, 37}};
-  auto is_listed = [&](int64_t i) { return (i >= 2 && i < 9) || i >= 20; };
+  // Runs whose tiles straddle them (stored row by row), lie whole inside one (stored in place) or are ragged.
+  const std::vector<std::vector<RowRange>> layouts = {
+      {{2, 9}, {20, 37}}, {{0, 16}, {20, 37}}, {{0, 3}, {5, 22}, {23, 36}}, {{4, 33}}};
+  for (const std::vector<RowRange>& listed : layouts) {
+  auto is_listed = [&](int64_t i) {
+    return std::any_of(listed.begin(), listed.end(), [&](const RowRange& r) { return i >= r.begin && i < r.end; });
+  };
   std::vector<std::vector<float>> y(4), y_multi(4);
   for (int i = 0; i < 4; ++i) {
     y[i].assign(n * rows[i], -1.0f);
@@ -733,10 +739,11 @@ TEST_F(MatMulBf16Test, OnlyTheListedRowsChange) {
       }
     }
   }
+  }
   // Turned off, the listed rows take the int8 formula too.
   SetBf16RowsEnabled(false);
   std::vector<float> off(n * rows[0]), plain(n * rows[0]);
-  MatMul(vs[0], x.data(), n, off.data(), rows[0], &pool, listed);
+  MatMul(vs[0], x.data(), n, off.data(), rows[0], &pool, layouts[0]);
   MatMul(vs[0], x.data(), n, plain.data(), rows[0], &pool);
   for (int64_t i = 0; i < n * rows[0]; ++i) ASSERT_TRUE(BitEqual(off[i], plain[i])) << i;
 }

@@ -151,19 +151,23 @@ void Multiply(const uint16_t* const a[2], int64_t a_stride_bytes, const uint8_t*
   }
 }
 
-// Sums of tokens [t0, t0 + nt) x rows [r0, r0 + nrows) go straight into y when the tile is whole; else the tile is
-// stored into `buf` (16 x 16 f32) and its part copied. (A macro: GCC's tile intrinsics paste the register number.)
-inline bool Whole(int nt, int nrows) { return nt == kTok && nrows == kRows; }
+// Sums of tokens [t0, t0 + nt) x rows [r0, r0 + nrows) go straight into y when the tile is whole and its tokens'
+// outputs are consecutive rows of y; else the tile is stored into `buf` (16 x 16 f32) and its part copied row by row.
+// (A macro: GCC's tile intrinsics paste the register number.)
+inline int64_t OutRow(const Bf16Args& a, int64_t t) { return a.y_rows == nullptr ? t : a.y_rows[t]; }
+inline bool Whole(const Bf16Args& a, int64_t t0, int nt, int nrows) {
+  return nt == kTok && nrows == kRows && OutRow(a, t0 + kTok - 1) - OutRow(a, t0) == kTok - 1;
+}
 inline void CopySums(const Bf16Args& a, const float* buf, int64_t t0, int nt, int64_t r0, int nrows) {
   for (int i = 0; i < nt; ++i)
-    std::memcpy(a.y + (t0 + i) * a.y_stride + r0, buf + i * kRows, static_cast<size_t>(nrows) * 4);
+    std::memcpy(a.y + OutRow(a, t0 + i) * a.y_stride + r0, buf + i * kRows, static_cast<size_t>(nrows) * 4);
 }
-#define PARALLM_STORE_SUMS(tile, t0, nt, r0, nrows)                        \
-  if (Whole(nt, nrows)) {                                                   \
-    _tile_stored(tile, a.y + (t0) * a.y_stride + (r0), a.y_stride * 4);     \
-  } else {                                                                  \
-    _tile_stored(tile, buf, 64);                                            \
-    CopySums(a, buf, t0, nt, r0, nrows);                                    \
+#define PARALLM_STORE_SUMS(tile, t0, nt, r0, nrows)                                 \
+  if (Whole(a, t0, nt, nrows)) {                                                     \
+    _tile_stored(tile, a.y + OutRow(a, t0) * a.y_stride + (r0), a.y_stride * 4);     \
+  } else {                                                                           \
+    _tile_stored(tile, buf, 64);                                                     \
+    CopySums(a, buf, t0, nt, r0, nrows);                                             \
   }
 
 // Scratch: the two panels, the store buffer, the padded ragged token tile.

@@ -4,9 +4,9 @@
 #include "cache/cache_budget.h"
 #include "cli/commands.h"
 #include "kernels/cpu_features.h"
-#include "model/model.h"
 #include "model/config.h"
 #include "model/loader.h"
+#include "model/model.h"
 #include "util/strings.h"
 
 namespace parallm::cli {
@@ -55,8 +55,9 @@ void AddInfoCommand(CLI::App& app) {
     const CacheBudget split = SplitCacheBudget(budget, state, block, *max_num_seqs);
     std::printf("  budget:   %s\n", DescribeCacheBudget(split, budget, state, block, *max_num_seqs).c_str());
     // The kernel path MatMul takes on this machine, and the formula a prompt's tokens take (README: Performance).
-    std::printf("  kernels:  %s%s\n", std::string(IsaName(ActiveIsa())).c_str(),
-                PromptsTakeBf16(loaded->weights) ? "; prompt tokens on the bf16 formula (PARALLM_BF16_ROWS=0: int8)" : "");
+    const char* prompts =
+        PromptsTakeBf16(loaded->weights) ? "; prompt tokens on the bf16 formula (PARALLM_BF16_ROWS=0: int8)" : "";
+    std::printf("  kernels:  %s%s\n", std::string(IsaName(ActiveIsa())).c_str(), prompts);
     if (loaded->vocab)
       std::printf("  vocab:    %d tokens (%s), bos %d, eos %d\n", loaded->vocab->size(), loaded->vocab->model.c_str(),
                   loaded->vocab->bos, loaded->vocab->eos);

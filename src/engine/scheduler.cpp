@@ -14,6 +14,10 @@ Scheduler::Scheduler(const SchedulerConfig& config, KVCacheManager* kv) : config
                     "a step's token budget must hold a whole SSD chunk of the hybrid model");
 }
 
+void Scheduler::CacheFullBlocks(const Request& r, std::span<const int32_t> tokens) {
+  kv_->CacheFullBlocks(r.id, tokens, r.num_computed_tokens, r.adapter_salt(), Int8From(r));
+}
+
 int32_t Scheduler::WholeSsdChunksEnd(const Request& r) const {
   return config_.ssd_chunk == 0 ? 0 : r.num_prompt_tokens / config_.ssd_chunk * config_.ssd_chunk;
 }
@@ -145,7 +149,7 @@ SchedulerOutput Scheduler::Schedule() {
       ++next;
       continue;
     }
-    ComputedBlocks cached = kv_->GetComputedBlocks(std::span<const int32_t>(r->tokens), r->adapter_salt(), Int8From(*r));
+    ComputedBlocks cached = kv_->GetComputedBlocks(r->tokens, r->adapter_salt(), Int8From(*r));
     const int32_t start = cached.num_tokens;
     const int32_t num_new = SsdAlign(*r, start, std::min(r->num_tokens() - start, budget));
     if (num_new == 0) break;  // not even one whole SSD chunk fits this step's budget: next step
@@ -237,7 +241,7 @@ std::vector<std::unique_ptr<Request>> Scheduler::Update(const SchedulerOutput& o
     if (r->is_finished()) continue;  // cancelled during the step
     if (results == nullptr) {
       r->num_computed_tokens = s.num_computed_tokens + s.num_new_tokens;
-      kv_->CacheFullBlocks(r->id, std::span<const int32_t>(r->tokens), r->num_computed_tokens, r->adapter_salt(), Int8From(*r));
+      CacheFullBlocks(*r, r->tokens);
       continue;
     }
     // The results are the accepted draft tokens, then the token sampled after them: the K/V of the accepted
@@ -252,11 +256,11 @@ std::vector<std::unique_ptr<Request>> Scheduler::Update(const SchedulerOutput& o
     spec_stats_.num_draft_tokens += s.num_draft_tokens;
     spec_stats_.num_accepted_tokens += accepted;
     if (accepted == 0) {
-      kv_->CacheFullBlocks(r->id, std::span<const int32_t>(r->tokens), r->num_computed_tokens, r->adapter_salt(), Int8From(*r));
+      CacheFullBlocks(*r, r->tokens);
     } else {
       std::vector<int32_t> tokens = r->tokens;  // the blocks' tokens include the accepted draft
       tokens.insert(tokens.end(), r->draft_tokens.begin(), r->draft_tokens.begin() + accepted);
-      kv_->CacheFullBlocks(r->id, tokens, r->num_computed_tokens, r->adapter_salt(), Int8From(*r));
+      CacheFullBlocks(*r, tokens);
     }
     r->draft_tokens.clear();
     for (const SampleResult& result : *results)

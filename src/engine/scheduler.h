@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -116,6 +117,9 @@ class Scheduler {
   // The request's first position computed by the int8 formula when prompts run on the bf16 one (Bf16PromptEnd),
   // else -1: KVCacheManager's int8_from.
   int32_t Int8From(const Request& r) const { return config_.bf16_prompts ? Bf16PromptEnd(r.num_prompt_tokens) : -1; }
+  // Caches r's full blocks among its computed tokens (`tokens`: its tokens, and accepted draft tokens after them),
+  // keyed by its adapter and Int8From.
+  void CacheFullBlocks(const Request& r, std::span<const int32_t> tokens);
   // Where the whole SSD chunks of r's prompt end (0 without ssd_chunk): prefill stays on chunk boundaries before it.
   int32_t WholeSsdChunksEnd(const Request& r) const;
   // Whether decoding requests draft this step (speculation on, and not over disable_by_batch_size requests).

@@ -24,7 +24,7 @@ class SingleSequence {
   // Runs the sequence with a LoRA adapter (nullptr: the base model); set before the first Append. Not owned.
   void SetAdapter(const LoraAdapter* adapter) { adapter_ = adapter; }
   // The sequence's prompt length (SequenceSlice::num_prompt_tokens; 0, the default: unknown): with it, the prompt runs
-  // as the engine runs a request's (MatMul's bf16 formula for its tokens but the last, a hybrid model's SSD chunks),
+  // as the engine runs a request's (MatMul's bf16 formula below Bf16PromptEnd, a hybrid model's SSD chunks),
   // so the results equal the engine's. Set before the first Append.
   void SetNumPromptTokens(int n) { num_prompt_tokens_ = n; }
   int num_tokens() const { return num_tokens_; }

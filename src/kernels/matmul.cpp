@@ -60,6 +60,15 @@ const mm::IsaKernels* KernelsFor(IsaPath isa) {
   }
 }
 
+// fn(task, thread) for every task < n, over the pool when there is one and more than one task.
+void ParallelTasks(ThreadPool* pool, int64_t n, const std::function<void(int64_t, int)>& fn) {
+  if (pool && n > 1) {
+    pool->ParallelFor(n, fn);
+  } else {
+    for (int64_t i = 0; i < n; ++i) fn(i, 0);
+  }
+}
+
 // The path whose packed layout `isa` reads: AMX reads the AVX-512 panels.
 IsaPath PackedLayout(IsaPath isa) { return isa == IsaPath::kAmx ? IsaPath::kAvx512 : isa; }
 
@@ -67,15 +76,6 @@ IsaPath PackedLayout(IsaPath isa) { return isa == IsaPath::kAmx ? IsaPath::kAvx5
 const mm::Bf16Kernels* Bf16KernelsHere() {
 #if defined(__x86_64__)
   return mm::AmxBf16Kernels();
-#else
-  return nullptr;
-#endif
-}
-
-// The AVX-512 packer (whose layout the bf16 kernel reads), where compiled in.
-const mm::IsaKernels* Avx512Packer() {
-#if defined(__x86_64__)
-  return mm::Avx512Kernels();
 #else
   return nullptr;
 #endif
@@ -89,13 +89,12 @@ bool Bf16RowsFromEnv() {
   return env == nullptr || std::string_view(env) != "0";
 }
 
-// Whether w's rows can take the bf16 formula here: quantized in a format it covers, packed for the AMX path.
-bool Bf16Covers(const MatrixView& w, mm::QFormat* fmt) {
-  return mm::QuantFormatOf(w, fmt) && mm::Bf16FormulaCovers(*fmt) && w.rows > 0 && w.packed != nullptr &&
-         w.packed_isa == static_cast<int8_t>(IsaPath::kAvx512);
+// Whether w is packed in the layout the bf16 kernel reads (the AVX-512 path's, which the AMX path reads too).
+bool PackedForBf16(const MatrixView& w) {
+  return w.packed != nullptr && w.packed_isa == static_cast<int8_t>(IsaPath::kAvx512);
 }
 
-// The bf16 formula for the rows `runs` (sorted, disjoint) of x in every product, all of them covered (Bf16Covers):
+// The bf16 formula for the rows `runs` (sorted, disjoint) of x in every product, all of them covered and packed for it:
 // the rows are converted to bf16 once, one after another, and each product runs over them as one batch (its weights
 // dequantized once for all the runs, not once a run), writing each row's outputs at its own row of y. The row groups
 // of all products run in one parallel loop.
@@ -104,13 +103,6 @@ void MatMulBf16Grouped(std::span<const MatMulOut> outs, const float* x, std::spa
   const mm::Bf16Kernels* k = Bf16KernelsHere();
   const int64_t cols = outs[0].w->cols;
   const int threads = pool ? pool->num_threads() : 1;
-  auto parallel = [&](int64_t n, const std::function<void(int64_t, int)>& fn) {
-    if (pool && n > 1) {
-      pool->ParallelFor(n, fn);
-    } else {
-      for (int64_t i = 0; i < n; ++i) fn(i, 0);
-    }
-  };
   // The rows in order, and (more than one run) each one's row of x and y.
   thread_local std::vector<int32_t> t_rows;
   std::vector<int32_t>& rows = t_rows;
@@ -121,7 +113,7 @@ void MatMulBf16Grouped(std::span<const MatMulOut> outs, const float* x, std::spa
   if (n == 0) return;
   thread_local Scratch t_bf16;
   auto* xb = reinterpret_cast<uint16_t*>(t_bf16.Get(static_cast<size_t>(n * cols * 2)));
-  parallel(threads, [&](int64_t task, int) {
+  ParallelTasks(pool, threads, [&](int64_t task, int) {
     auto [i0, i1] = SplitRange(n, threads, task);
     for (int64_t i = i0; i < i1;) {  // rows i0.. in stretches of consecutive rows of x
       int64_t j = i + 1;
@@ -144,14 +136,14 @@ void MatMulBf16Grouped(std::span<const MatMulOut> outs, const float* x, std::spa
   const int64_t per_task = std::max<int64_t>(1, pairs / (threads * 4));
   for (const MatMulOut& o : outs) {
     mm::QFormat fmt;
-    PARALLM_CHECK(Bf16Covers(*o.w, &fmt) && o.w->cols == cols);
+    PARALLM_CHECK(Bf16FormulaCovers(*o.w) && PackedForBf16(*o.w) && mm::QuantFormatOf(*o.w, &fmt) && o.w->cols == cols);
     const mm::Bf16Args args{o.w,        fmt,         xb, n, one_run ? o.y + runs[0].begin * o.y_stride : o.y,
                             o.y_stride, one_run ? nullptr : rows.data()};
     for (int64_t r0 = 0; r0 < o.w->rows; r0 += per_task * 32)
       tasks.push_back(Task{args, r0, std::min(o.w->rows, r0 + per_task * 32)});
   }
   const size_t scratch_bytes = k->scratch_bytes(cols);
-  parallel(static_cast<int64_t>(tasks.size()), [&](int64_t t, int) {
+  ParallelTasks(pool, static_cast<int64_t>(tasks.size()), [&](int64_t t, int) {
     const Task& task = tasks[static_cast<size_t>(t)];
     k->rows(task.args, task.r0, task.r1, t_scratch.Get(scratch_bytes));
   });
@@ -192,30 +184,24 @@ void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_toke
   // A covered matrix not repacked at load (PARALLM_REPACK=0, tests forcing another path) is packed for this call, so
   // the rows a caller lists get the same formula either way.
   thread_local std::vector<MatrixView> t_views;
-  thread_local std::vector<std::unique_ptr<uint8_t[]>> t_copies;
+  thread_local std::vector<std::shared_ptr<uint8_t[]>> t_copies;
   std::vector<MatrixView>& views = t_views;
   views.clear();
   views.reserve(outs.size());
   t_copies.clear();
   for (const MatMulOut& o : outs) {
-    mm::QFormat fmt;
-    const MatrixView* w = o.w;
     auto int8_part = [&](int64_t b, int64_t e) {
       if (e > b) int8.push_back(MatMulGroupOut{o.w, b, e - b, o.y + b * o.y_stride, o.y_stride});
     };
-    if (mm::QuantFormatOf(*w, &fmt) && mm::Bf16FormulaCovers(fmt) && w->rows > 0 && !Bf16Covers(*w, &fmt)) {
-      const size_t n = Avx512Packer()->packed_bytes(*w, fmt);
-      if (n > 0) {
-        t_copies.emplace_back(new uint8_t[n + 64]);
-        auto* p = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(t_copies.back().get()) + 63) & ~uintptr_t{63});
-        Avx512Packer()->pack(*w, fmt, p);
-        views.push_back(*w);
-        views.back().packed = p;
-        views.back().packed_isa = static_cast<int8_t>(IsaPath::kAvx512);
+    const MatrixView* w = o.w;
+    if (Bf16FormulaCovers(*w) && !PackedForBf16(*w)) {
+      views.push_back(*w);
+      if (auto copy = RepackForKernels(&views.back(), nullptr)) {
+        t_copies.push_back(std::move(copy));
         w = &views.back();
       }
     }
-    if (!Bf16Covers(*w, &fmt)) {
+    if (!Bf16FormulaCovers(*w) || !PackedForBf16(*w)) {
       int8_part(0, n_tokens);
       continue;
     }
@@ -287,13 +273,6 @@ void MatMulGroupedGather(std::span<const MatMulGroupOut> outs, const float* x, i
   }
   const int threads = pool ? pool->num_threads() : 1;
   const int64_t rg = k->row_group;
-  auto parallel = [&](int64_t n, const std::function<void(int64_t, int)>& fn) {
-    if (pool && n > 1) {
-      pool->ParallelFor(n, fn);
-    } else {
-      for (int64_t i = 0; i < n; ++i) fn(i, 0);
-    }
-  };
 
   // Per product: its weight format, and which activation format (code offset, sub-blocks) it reads.
   const size_t n_outs = outs.size();
@@ -357,14 +336,14 @@ void MatMulGroupedGather(std::span<const MatMulGroupOut> outs, const float* x, i
     }
     // Quantizing is ~1% of the multiply's work; split it over the pool only when there are many tokens.
     const int64_t qtasks = x_rows >= 16 ? std::min<int64_t>(x_rows / 8, threads * 2) : 1;
-    parallel(qtasks * n_acts, [&](int64_t task, int) {
+    ParallelTasks(pool, qtasks * n_acts, [&](int64_t task, int) {
       const int a = static_cast<int>(task / qtasks);
       auto [t0, t1] = SplitRange(x_rows, qtasks, task % qtasks);
       k->quantize_acts(x, t0, t1, act_offset[a], &src[a]);
     });
     if (gather != nullptr) {
       const int64_t ctasks = n_rows >= 64 ? std::min<int64_t>(n_rows / 32, threads * 2) : 1;
-      parallel(ctasks * n_acts, [&](int64_t task, int) {
+      ParallelTasks(pool, ctasks * n_acts, [&](int64_t task, int) {
         const int64_t a = task / ctasks;
         auto [i0, i1] = SplitRange(n_rows, ctasks, task % ctasks);
         for (int64_t i = i0; i < i1; ++i) mm::CopyActsRow(src[a], gather[i], &acts[a], i);
@@ -418,7 +397,7 @@ void MatMulGroupedGather(std::span<const MatMulGroupOut> outs, const float* x, i
   }
   const std::vector<Task>& tl = task_list;
   const size_t scratch_bytes = k->scratch_bytes(max_tokens, cols);
-  parallel(static_cast<int64_t>(tl.size()), [&](int64_t t, int) {
+  ParallelTasks(pool, static_cast<int64_t>(tl.size()), [&](int64_t t, int) {
     const Task& task = tl[static_cast<size_t>(t)];
     const size_t i = static_cast<size_t>(task.out);
     if (!quant[i]) {

@@ -95,17 +95,9 @@ void ConfigureTiles(int tok_rows) {
 // (Q8_0) are converted too (8 subtractions a block and row group, shared by the quad's two token tiles, where the
 // int correction in the tail cost one addition per token, row group and block); 8-bit blocks without one are read in
 // place.
-struct GroupPanel {
-  const uint8_t* base = nullptr;     // the group's first block in the packed copy
-  const uint8_t* headers = nullptr;  // the group's headers (Q4_K, MLX per group; null otherwise), packed_params-inl.h
-  int header_shift = 0;              // one header per 2^header_shift blocks
-  int64_t stride = 0;                // bytes per packed block
-  int code_bytes = kCodeBytes;    // 256 when nibble-packed
-  int offset = 0;                 // the format's code offset in the packed bytes
-  uint8_t* unpack = nullptr;      // 2 x 512 bytes: converted blocks are written here (block b at (b & 1) * 512)
+struct GroupPanel : PackedRows {
+  uint8_t* unpack = nullptr;  // 2 x 512 bytes: converted blocks are written here (block b at (b & 1) * 512)
 
-  const uint8_t* Params(int64_t b) const { return base + b * stride + code_bytes; }
-  const uint8_t* Header(int64_t b) const { return HeaderOf(headers, b, header_shift); }
   // Block b's codes as tile bytes (see above): in place, or converted by Unpack(b), which must run before and,
   // since a tile load waits for the vector stores it reads to commit, best a block ahead of this call.
   const uint8_t* Codes(int64_t b) const {
@@ -116,24 +108,14 @@ struct GroupPanel {
     const uint8_t* p = base + b * stride;
     for (int64_t off = 0; off < stride; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
   }
-  // Nibble-packed: vector k holds register k in its low nibbles and register k + 4 in its high ones. 8-bit codes with
-  // an offset (Q8_0's code + 128) lose it, so the signed-by-signed multiply gives the block dot without a correction.
+  // 8-bit codes with an offset (Q8_0's code + 128) lose it, so the signed-by-signed multiply gives the block dot
+  // without a correction; nibble-packed codes are spread to bytes.
   void Unpack(int64_t b) const {
-    const uint8_t* p = base + b * stride;
+    if (code_bytes == kCodeBytes && offset == 0) return;  // read in place
+    __m512i reg[8];
+    LoadCodes(b, reg);
     uint8_t* out = unpack + (b & 1) * kCodeBytes;
-    const __m512i off = _mm512_set1_epi8(static_cast<char>(offset));
-    if (code_bytes == kCodeBytes) {
-      if (offset != 0)
-        for (int k = 0; k < 8; ++k)
-          _mm512_store_si512(out + 64 * k, _mm512_sub_epi8(_mm512_loadu_si512(p + 64 * k), off));
-      return;
-    }
-    const __m512i m = _mm512_set1_epi8(0x0F);
-    for (int k = 0; k < 4; ++k) {
-      const __m512i v = _mm512_loadu_si512(p + 64 * k);
-      _mm512_store_si512(out + 64 * k, _mm512_sub_epi8(_mm512_and_si512(v, m), off));
-      _mm512_store_si512(out + 64 * (k + 4), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m), off));
-    }
+    for (int k = 0; k < 8; ++k) _mm512_store_si512(out + 64 * k, reg[k]);
   }
 };
 
@@ -297,13 +279,9 @@ void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* s
   auto* acc = reinterpret_cast<float*>(scratch + kSumsBytes + kUnpackBytes);
   auto* pad = reinterpret_cast<int8_t*>(scratch + kFixedScratch);
   auto* params = reinterpret_cast<uint8_t*>(pad + kTok * cols);
-  const int header_shift = Avx512PackedHeaderShift(w, args.fmt);
-  const int64_t header_bytes = Avx512PackedHeaderBytes(w, args.fmt);
   GroupPanel panels[2];
   for (int j = 0; j < 2; ++j) {
-    panels[j].stride = Avx512PackedStride(w, args.fmt);
-    panels[j].code_bytes = Avx512PackedNibbles(w, args.fmt) ? kCodeBytes / 2 : kCodeBytes;
-    panels[j].offset = Avx512Kernels()->code_offset(w, args.fmt);
+    static_cast<PackedRows&>(panels[j]) = PackedRows(w, args.fmt);
     panels[j].unpack = unpack + j * 2 * kCodeBytes;
   }
   // Under 16 tokens: one tile as high as the batch, read in place.
@@ -333,12 +311,7 @@ void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* s
       int nrows[2] = {static_cast<int>(std::min<int64_t>(kRows, row_end - g0)), 0};
       const bool has_g1 = r0[1] < row_end;
       if (has_g1) nrows[1] = static_cast<int>(std::min<int64_t>(kRows, row_end - r0[1]));
-      for (int j = 0; j < 2; ++j) {
-        const PackedGroup pg = PackedGroupAt(w.packed, r0[has_g1 ? j : 0] / kRows, nb, panels[j].stride, header_bytes);
-        panels[j].base = pg.blocks;
-        panels[j].headers = HasHeaders(kPk) ? pg.headers : nullptr;
-        panels[j].header_shift = header_shift;
-      }
+      for (int j = 0; j < 2; ++j) panels[j].At(w.packed, r0[has_g1 ? j : 0] / kRows, nb, kPk);
       const GroupPanel* g[2] = {&panels[0], &panels[1]};
       for (int k = 0; k < n_tiles; k += 2) {
         const bool has_t1 = k + 1 < n_tiles;

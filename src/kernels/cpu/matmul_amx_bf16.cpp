@@ -36,7 +36,6 @@ namespace {
 
 constexpr int kRows = 16;            // weight rows per group (tile columns)
 constexpr int kTok = 16;             // tokens per tile (tile rows)
-constexpr int kCodeBytes = 512;      // a packed block's codes for 16 rows (8 x 64 bytes)
 constexpr int kPanelBlock = 1024;    // a dequantized block for 16 rows: 16 column pairs x 16 rows x 2 bf16
 constexpr int64_t kTokBlockBytes = int64_t{3} << 19;  // a token block's bf16 rows (1.5 MiB), read once per row group pair
 constexpr int64_t kMaxTokBlock = 512;
@@ -71,43 +70,21 @@ inline __m512i Bf16Pair(__m512 lo, __m512 hi) {
   return _mm512_permutexvar_epi16(idx, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
 }
 
-// A row group's packed blocks and how to read them (matmul_amx.cpp's GroupPanel, the same layout).
-struct PackedRows {
-  const uint8_t* base = nullptr;
-  const uint8_t* headers = nullptr;
-  int header_shift = 0;
-  int64_t stride = 0;
-  int code_bytes = kCodeBytes;
-  int offset = 0;
-};
-
 // Dequantizes the group's nb blocks into `panel` (nb x kPanelBlock bytes, block b at b * kPanelBlock): value =
 // fma(code, scale, bias) (kBias) or code * scale, then bf16. Packed register j holds codes 4j..4j+3 of each row (a
 // dword per row), so it gives tile rows 2j (columns 4j, 4j+1) and 2j + 1 (4j + 2, 4j + 3).
 template <bool kBias, bool kSigned, ParamKind kPk>
 void Dequantize(const PackedRows& g, int64_t nb, uint8_t* panel) {
-  const __m512i off = _mm512_set1_epi8(static_cast<char>(g.offset));
-  const __m512i nib = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* p = g.base + b * g.stride;
     // The weights come from memory (a pass over them per token block): ask for a later block's while this one runs.
     if (b + kPrefetchBlocks < nb)
       for (int64_t off = 0; off < g.stride; off += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBlocks * g.stride + off), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(g.base + (b + kPrefetchBlocks) * g.stride + off), _MM_HINT_T0);
     __m512i reg[8];
-    if (g.code_bytes == kCodeBytes) {
-      for (int k = 0; k < 8; ++k) reg[k] = _mm512_sub_epi8(_mm512_loadu_si512(p + 64 * k), off);
-    } else {  // nibble-packed: vector k holds register k in its low nibbles and register k + 4 in its high ones
-      for (int k = 0; k < 4; ++k) {
-        const __m512i v = _mm512_loadu_si512(p + 64 * k);
-        reg[k] = _mm512_sub_epi8(_mm512_and_si512(v, nib), off);
-        reg[k + 4] = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), nib), off);
-      }
-    }
-    const uint8_t* header = HeaderOf(g.headers, b, g.header_shift);
-    const __m512 scale = LoadParams<kPk>(p + g.code_bytes, 0, header);
+    g.LoadCodes(b, reg);
+    const __m512 scale = LoadParams<kPk>(g.Params(b), 0, g.Header(b));
     __m512 bias = _mm512_setzero_ps();
-    if constexpr (kBias) bias = LoadParams<kPk>(p + g.code_bytes, 1, header);
+    if constexpr (kBias) bias = LoadParams<kPk>(g.Params(b), 1, g.Header(b));
     auto value = [&](__m512i v, int c) {
       __m512i code;
       if constexpr (kSigned) {
@@ -182,12 +159,7 @@ void RowsT(const Bf16Args& a, int64_t row_begin, int64_t row_end, uint8_t* scrat
   uint8_t* panels[2] = {scratch, scratch + nb * kPanelBlock};
   auto* buf = reinterpret_cast<float*>(scratch + 2 * nb * kPanelBlock);
   auto* pad = reinterpret_cast<uint16_t*>(scratch + 2 * nb * kPanelBlock + kTok * kRows * 4);
-  const int64_t header_bytes = Avx512PackedHeaderBytes(w, a.fmt);
-  PackedRows g;
-  g.header_shift = Avx512PackedHeaderShift(w, a.fmt);
-  g.stride = Avx512PackedStride(w, a.fmt);
-  g.code_bytes = Avx512PackedNibbles(w, a.fmt) ? kCodeBytes / 2 : kCodeBytes;
-  g.offset = Avx512Kernels()->code_offset(w, a.fmt);
+  PackedRows g(w, a.fmt);
   // A ragged last token tile reads its rows from a zero-padded copy (the padding's sums are never stored).
   const int64_t ragged_t0 = n / kTok * kTok;
   if (ragged_t0 < n) {
@@ -205,9 +177,7 @@ void RowsT(const Bf16Args& a, int64_t row_begin, int64_t row_end, uint8_t* scrat
       const int nrows[2] = {static_cast<int>(std::min<int64_t>(kRows, row_end - r0[0])),
                             has_g1 ? static_cast<int>(std::min<int64_t>(kRows, row_end - r0[1])) : 0};
       for (int j = 0; j < (has_g1 ? 2 : 1); ++j) {
-        const PackedGroup pg = PackedGroupAt(w.packed, r0[j] / kRows, nb, g.stride, header_bytes);
-        g.base = pg.blocks;
-        g.headers = HasHeaders(kPk) ? pg.headers : nullptr;
+        g.At(w.packed, r0[j] / kRows, nb, kPk);
         Dequantize<kBias, kSigned, kPk>(g, nb, panels[j]);
       }
       const uint8_t* const panel[2] = {panels[0], panels[has_g1 ? 1 : 0]};

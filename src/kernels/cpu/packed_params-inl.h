@@ -11,8 +11,10 @@
 // With 16-bit parameters a block's bytes may not be a multiple of 64 (Q8_0: 512 + 32), so packed blocks are
 // not all 64-byte aligned: the kernels load them unaligned (the same bytes are streamed either way).
 //
-// Included by matmul_avx512.cpp and matmul_amx.cpp inside their `#pragma GCC target` regions and anonymous
-// namespaces. Requires: <immintrin.h>.
+// PackedRows reads a packed row group's blocks (codes and parameters) the way the AMX kernels do.
+//
+// Included by matmul_avx512.cpp, matmul_amx.cpp and matmul_amx_bf16.cpp inside their `#pragma GCC target` regions and
+// anonymous namespaces. Requires: <immintrin.h>, kernels/matmul_internal.h.
 
 enum class ParamKind : int { kF32 = 0, kF16 = 1, kBF16 = 2, kQ4K = 3, kF16PerGroup = 4, kBF16PerGroup = 5 };
 
@@ -104,3 +106,51 @@ auto PickKernel(bool bias, bool offset, ParamKind pk) -> decltype(&K<true, false
   }
   return offset && pk == ParamKind::kF16 ? &K<false, true, ParamKind::kF16>::Run : nullptr;
 }
+
+// A packed row group of matrix w (the AVX-512 layout, which both AMX kernels read): block b at base + b * stride, its
+// codes first (512 bytes, or 256 nibble-packed) as the packed bytes code + offset, then its parameters; its header (the
+// kinds with headers) from `headers`.
+struct PackedRows {
+  const uint8_t* base = nullptr;
+  const uint8_t* headers = nullptr;
+  int header_shift = 0;
+  int64_t stride = 0;
+  int64_t header_bytes = 0;  // per row group
+  int code_bytes = 512;
+  int offset = 0;
+
+  PackedRows() = default;
+  PackedRows(const MatrixView& w, QFormat fmt)
+      : header_shift(Avx512PackedHeaderShift(w, fmt)),
+        stride(Avx512PackedStride(w, fmt)),
+        header_bytes(Avx512PackedHeaderBytes(w, fmt)),
+        code_bytes(Avx512PackedNibbles(w, fmt) ? 256 : 512),
+        offset(Avx512Kernels()->code_offset(w, fmt)) {}
+
+  // Points at row group g (rows 16g..16g + 15) of the packed copy `packed` with nb blocks a row; its headers are read
+  // only for kinds that have them.
+  void At(const uint8_t* packed, int64_t g, int64_t nb, ParamKind kind) {
+    const PackedGroup pg = PackedGroupAt(packed, g, nb, stride, header_bytes);
+    base = pg.blocks;
+    headers = HasHeaders(kind) ? pg.headers : nullptr;
+  }
+  const uint8_t* Params(int64_t b) const { return base + b * stride + code_bytes; }
+  const uint8_t* Header(int64_t b) const { return HeaderOf(headers, b, header_shift); }
+  // Block b's 8 code registers with the offset taken off (Q8_0's and Q4_0's codes then signed bytes): register j holds
+  // codes 4j..4j+3 of each of the 16 rows, a dword per row. Nibble-packed, vector k holds register k in its low
+  // nibbles and register k + 4 in its high ones.
+  inline __attribute__((always_inline)) void LoadCodes(int64_t b, __m512i reg[8]) const {
+    const uint8_t* p = base + b * stride;
+    const __m512i off = _mm512_set1_epi8(static_cast<char>(offset));
+    if (code_bytes == 512) {
+      for (int k = 0; k < 8; ++k) reg[k] = _mm512_sub_epi8(_mm512_loadu_si512(p + 64 * k), off);
+      return;
+    }
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    for (int k = 0; k < 4; ++k) {
+      const __m512i v = _mm512_loadu_si512(p + 64 * k);
+      reg[k] = _mm512_sub_epi8(_mm512_and_si512(v, m), off);
+      reg[k + 4] = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m), off);
+    }
+  }
+};

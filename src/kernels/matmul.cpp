@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -94,34 +95,41 @@ bool PackedForBf16(const MatrixView& w) {
   return w.packed != nullptr && w.packed_isa == static_cast<int8_t>(IsaPath::kAvx512);
 }
 
-// The bf16 formula for the rows `runs` (sorted, disjoint) of x in every product, all of them covered and packed for it:
-// the rows are converted to bf16 once, one after another, and each product runs over them as one batch (its weights
-// dequantized once for all the runs, not once a run), writing each row's outputs at its own row of y. The row groups
-// of all products run in one parallel loop.
-void MatMulBf16Grouped(std::span<const MatMulOut> outs, const float* x, std::span<const RowRange> runs,
-                       ThreadPool* pool) {
+// The rows `runs` (sorted, disjoint) of x in order, into `rows`, and as bf16 token tiles (the returned thread_local
+// scratch): converted once, in stretches of consecutive rows, over the pool.
+const uint16_t* ListedRowsAsTiles(const float* x, int64_t cols, std::span<const RowRange> runs, ThreadPool* pool,
+                                  std::vector<int32_t>& rows) {
   const mm::Bf16Kernels* k = Bf16KernelsHere();
-  const int64_t cols = outs[0].w->cols;
   const int threads = pool ? pool->num_threads() : 1;
-  // The rows in order, and (more than one run) each one's row of x and y.
-  thread_local std::vector<int32_t> t_rows;
-  std::vector<int32_t>& rows = t_rows;
   rows.clear();
   for (const RowRange& r : runs)
     for (int64_t t = r.begin; t < r.end; ++t) rows.push_back(static_cast<int32_t>(t));
   const int64_t n = static_cast<int64_t>(rows.size());
-  if (n == 0) return;
   thread_local Scratch t_bf16;
-  auto* xb = reinterpret_cast<uint16_t*>(t_bf16.Get(static_cast<size_t>(n * cols * 2)));
+  auto* xb = reinterpret_cast<uint16_t*>(t_bf16.Get(static_cast<size_t>(mm::Bf16TilesElems(n, cols) * 2)));
+  // A ragged last tile's padding rows: their sums are never stored, but they are read; zeros, not stale bits.
+  if (n % 16 != 0)
+    std::memset(xb + mm::Bf16TileOffset(n / 16 * 16, 0, cols), 0, static_cast<size_t>(16 * cols * 2));
   ParallelTasks(pool, threads, [&](int64_t task, int) {
     auto [i0, i1] = SplitRange(n, threads, task);
     for (int64_t i = i0; i < i1;) {  // rows i0.. in stretches of consecutive rows of x
       int64_t j = i + 1;
       while (j < i1 && rows[static_cast<size_t>(j)] == rows[static_cast<size_t>(j - 1)] + 1) ++j;
-      k->to_bf16(x + rows[static_cast<size_t>(i)] * cols, cols, 0, j - i, xb + i * cols);
+      k->to_bf16(x + rows[static_cast<size_t>(i)] * cols, cols, j - i, xb, i);
       i = j;
     }
   });
+  return xb;
+}
+
+// Each product (covered, packed for the bf16 kernel) times the token tiles xb of `rows` (the rows of `runs`), each
+// row's outputs at its own row of y. Tasks of whole pairs of row groups (a pair shares its token tiles' loads), about
+// threads * 4 in all, the row groups of all products in one parallel loop.
+void RunBf16Products(std::span<const MatMulOut> outs, const uint16_t* xb, std::span<const int32_t> rows,
+                     std::span<const RowRange> runs, ThreadPool* pool) {
+  const mm::Bf16Kernels* k = Bf16KernelsHere();
+  const int64_t cols = outs[0].w->cols, n = static_cast<int64_t>(rows.size());
+  const int threads = pool ? pool->num_threads() : 1;
   const bool one_run = runs.size() == 1;
   struct Task {
     mm::Bf16Args args;
@@ -130,7 +138,6 @@ void MatMulBf16Grouped(std::span<const MatMulOut> outs, const float* x, std::spa
   thread_local std::vector<Task> t_tasks;
   std::vector<Task>& tasks = t_tasks;
   tasks.clear();
-  // Tasks of whole pairs of row groups (a pair shares its token tiles' loads), about threads * 4 in all.
   int64_t pairs = 0;
   for (const MatMulOut& o : outs) pairs += (o.w->rows + 31) / 32;
   const int64_t per_task = std::max<int64_t>(1, pairs / (threads * 4));
@@ -147,6 +154,16 @@ void MatMulBf16Grouped(std::span<const MatMulOut> outs, const float* x, std::spa
     const Task& task = tasks[static_cast<size_t>(t)];
     k->rows(task.args, task.r0, task.r1, t_scratch.Get(scratch_bytes));
   });
+}
+
+// The bf16 formula for the rows `runs` (sorted, disjoint) of x in every product, all of them covered and packed for it:
+// the rows are converted to bf16 once, one after another, and each product runs over them as one batch (its weights
+// dequantized once for all the runs, not once a run).
+void MatMulBf16Grouped(std::span<const MatMulOut> outs, const float* x, std::span<const RowRange> runs,
+                       ThreadPool* pool) {
+  thread_local std::vector<int32_t> t_rows;
+  const uint16_t* xb = ListedRowsAsTiles(x, outs[0].w->cols, runs, pool, t_rows);
+  if (!t_rows.empty()) RunBf16Products(outs, xb, t_rows, runs, pool);
 }
 
 }  // namespace
@@ -171,8 +188,12 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int
   MatMulMulti(std::span<const MatMulOut>(&out, 1), x, n_tokens, pool, bf16_rows);
 }
 
-void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_tokens, ThreadPool* pool,
-                 std::span<const RowRange> bf16_rows) {
+namespace {
+
+// MatMulMulti with bf16_rows; with `bf16_part` false, the listed rows of the products the bf16 formula covers are left
+// alone (MatMulMultiExcept).
+void MatMulMultiParts(std::span<const MatMulOut> outs, const float* x, int64_t n_tokens, ThreadPool* pool,
+                      std::span<const RowRange> bf16_rows, bool bf16_part) {
   if (bf16_rows.empty() || !Bf16RowsEnabled()) return MatMulMulti(outs, x, n_tokens, pool);
   // The int8 formula: every row of the products bf16 does not cover, the other rows of those it does.
   thread_local std::vector<MatMulGroupOut> t_int8;
@@ -221,7 +242,52 @@ void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_toke
     for (MatMulGroupOut& o : int8) o.x_begin -= lo;
     MatMulGrouped(int8, x + lo * outs[0].w->cols, hi - lo, pool);
   }
-  if (!bf16.empty()) MatMulBf16Grouped(bf16, x, bf16_rows, pool);
+  if (!bf16.empty() && bf16_part) MatMulBf16Grouped(bf16, x, bf16_rows, pool);
+}
+
+}  // namespace
+
+void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_tokens, ThreadPool* pool,
+                 std::span<const RowRange> bf16_rows) {
+  MatMulMultiParts(outs, x, n_tokens, pool, bf16_rows, true);
+}
+
+void MatMulMultiExcept(std::span<const MatMulOut> outs, const float* x, int64_t n_tokens, ThreadPool* pool,
+                       std::span<const RowRange> bf16_rows) {
+  MatMulMultiParts(outs, x, n_tokens, pool, bf16_rows, false);
+}
+
+bool GatedMlpBf16Covers(const MatrixView& gate, const MatrixView& up, const MatrixView& down) {
+  const mm::Bf16Kernels* k = Bf16KernelsHere();
+  mm::QFormat fg, fu;
+  return Bf16RowsEnabled() && k != nullptr && Bf16FormulaCovers(gate) && Bf16FormulaCovers(up) &&
+         Bf16FormulaCovers(down) && PackedForBf16(gate) && PackedForBf16(up) && PackedForBf16(down) &&
+         gate.rows == up.rows && gate.cols == up.cols && down.cols == gate.rows && mm::QuantFormatOf(gate, &fg) &&
+         mm::QuantFormatOf(up, &fu) && k->gated_pair_ok(gate, up, fg, fu);
+}
+
+void GatedMlpBf16(const MatrixView& gate, const MatrixView& up, const MatrixView& down, ActMulFn act, const float* x,
+                  std::span<const RowRange> rows, float* y, int64_t y_stride, ThreadPool* pool) {
+  PARALLM_CHECK(GatedMlpBf16Covers(gate, up, down));
+  const mm::Bf16Kernels* k = Bf16KernelsHere();
+  thread_local std::vector<int32_t> t_rows;
+  const uint16_t* xb = ListedRowsAsTiles(x, gate.cols, rows, pool, t_rows);
+  const int64_t n = static_cast<int64_t>(t_rows.size());
+  if (n == 0) return;
+  // act(gate x) * (up x) for the rows, as token tiles of bf16 (down's input), over tasks of row groups of gate and up.
+  thread_local Scratch t_h;
+  auto* h = reinterpret_cast<uint16_t*>(t_h.Get(static_cast<size_t>(mm::Bf16TilesElems(n, gate.rows) * 2)));
+  mm::QFormat fmt;
+  PARALLM_CHECK(mm::QuantFormatOf(gate, &fmt));
+  const mm::GatedBf16Args args{&gate, &up, fmt, xb, n, act, h};
+  const int threads = pool ? pool->num_threads() : 1;
+  const int64_t groups = gate.rows / 16, per_task = std::max<int64_t>(1, groups / (threads * 4));
+  const size_t scratch_bytes = k->scratch_bytes(gate.cols);
+  ParallelTasks(pool, (groups + per_task - 1) / per_task, [&](int64_t t, int) {
+    k->gated_rows(args, t * per_task, std::min(groups, (t + 1) * per_task), t_scratch.Get(scratch_bytes));
+  });
+  const MatMulOut out{&down, y, y_stride};
+  RunBf16Products(std::span<const MatMulOut>(&out, 1), h, t_rows, rows, pool);
 }
 
 void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool) {

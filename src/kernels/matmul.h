@@ -60,6 +60,23 @@ void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_toke
 void MatMulMulti(std::span<const MatMulOut> outs, const float* x, int64_t n_tokens, ThreadPool* pool,
                  std::span<const RowRange> bf16_rows);
 
+// MatMulMulti with bf16_rows, but the rows listed in bf16_rows of the products the bf16 formula covers are left alone:
+// the caller makes them (GatedMlpBf16).
+void MatMulMultiExcept(std::span<const MatMulOut> outs, const float* x, int64_t n_tokens, ThreadPool* pool,
+                       std::span<const RowRange> bf16_rows);
+
+// An activation times up, elementwise: out[i] = act(gate[i]) * up[i] (SiluMul, GeluTanhMul).
+using ActMulFn = void (*)(const float* gate, const float* up, int64_t n, float* out);
+// The listed rows of a gated MLP on the bf16 formula: y = down · act(gate · x) * (up · x) for the rows in `rows`
+// (sorted, disjoint), bit for bit what MatMulMulti({gate, up}, ..., rows), act on those rows and MatMul(down, ...,
+// rows) give. But gate's and up's row groups run as a pair, and each pair of tiles of sums becomes act(gate) * up
+// and then bf16, what down reads, straight from the tile registers: the two f32 outputs n x F, the widest of a step,
+// are never written nor read back (writing them was half the time of the products at 512 rows). Where
+// GatedMlpBf16Covers: Bf16RowsEnabled(), the three covered and packed at load, gate and up alike in shape and format.
+bool GatedMlpBf16Covers(const MatrixView& gate, const MatrixView& up, const MatrixView& down);
+void GatedMlpBf16(const MatrixView& gate, const MatrixView& up, const MatrixView& down, ActMulFn act, const float* x,
+                  std::span<const RowRange> rows, float* y, int64_t y_stride, ThreadPool* pool);
+
 // One product of MatMulGrouped: y ([n_tokens, y_stride]) = rows [x_begin, x_begin + n_tokens) of x times W^T.
 struct MatMulGroupOut {
   const MatrixView* w = nullptr;

@@ -132,19 +132,42 @@ struct IsaKernels {
 // The bf16 formula's kernel (AMX-BF16): scratch bytes per thread for a matrix of `cols` columns; x rows [t0, t1) to
 // bf16 ([n][cols], written at the same rows of out); rows [row_begin, row_end) of a product (whole row groups of 16
 // but the matrix's last), reading the AVX-512 packed weights. Formats: Bf16FormulaCovers.
+// The bf16 kernels' activations: token tiles of 16 rows, each 32-column block of a tile 1 KiB together (16 rows x 64
+// bytes), so a tile load reads consecutive lines. Row t, column c (of `cols`) is at this element; a ragged last tile
+// is as long as a whole one.
+inline int64_t Bf16TileOffset(int64_t t, int64_t c, int64_t cols) {
+  return ((t / 16) * (cols / 32) + c / 32) * 512 + (t % 16) * 32 + c % 32;
+}
+inline int64_t Bf16TilesElems(int64_t n_tokens, int64_t cols) { return (n_tokens + 15) / 16 * 16 * cols; }
+
 struct Bf16Args {
   const MatrixView* w = nullptr;
   QFormat fmt = QFormat::kQ8_0;
-  const uint16_t* x = nullptr;  // [n_tokens][w->cols] bf16
+  const uint16_t* x = nullptr;  // n_tokens rows of w->cols bf16, as token tiles (Bf16TileOffset)
   int64_t n_tokens = 0;
   float* y = nullptr;
   int64_t y_stride = 0;
   const int32_t* y_rows = nullptr;  // token t's output row of y, increasing (a batch's runs of rows); null: t
 };
+// GatedMlpBf16's first half: act(gate x) * (up x) as bf16 token tiles h (gate->rows columns), for x's n_tokens rows.
+struct GatedBf16Args {
+  const MatrixView* gate = nullptr;
+  const MatrixView* up = nullptr;
+  QFormat fmt = QFormat::kQ8_0;  // both's
+  const uint16_t* x = nullptr;   // token tiles, gate->cols columns
+  int64_t n_tokens = 0;
+  void (*act)(const float* gate, const float* up, int64_t n, float* out) = nullptr;
+  uint16_t* h = nullptr;
+};
 struct Bf16Kernels {
   size_t (*scratch_bytes)(int64_t cols) = nullptr;
-  void (*to_bf16)(const float* x, int64_t cols, int64_t t0, int64_t t1, uint16_t* out) = nullptr;
+  // x's `count` rows (w->cols apart) to bf16, as rows first.. of token tiles.
+  void (*to_bf16)(const float* x, int64_t cols, int64_t count, uint16_t* tiles, int64_t first) = nullptr;
   void (*rows)(const Bf16Args& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) = nullptr;
+  // Whether gated_rows takes this gate and up: their packed blocks read alike (one kernel for the pair).
+  bool (*gated_pair_ok)(const MatrixView& gate, const MatrixView& up, QFormat gate_fmt, QFormat up_fmt) = nullptr;
+  // Row groups [group_begin, group_end) (16 rows of gate and up each) of h, all tokens.
+  void (*gated_rows)(const GatedBf16Args& a, int64_t group_begin, int64_t group_end, uint8_t* scratch) = nullptr;
 };
 // Formats the bf16 formula covers: those with one scale per 32-column block (not Q6_K, whose rows take the int8
 // formula everywhere).

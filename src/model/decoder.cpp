@@ -363,6 +363,20 @@ class Model::Ops final : public LayerOps {
     }
     const int64_t F = w_gate.rows;
     const MatMulOut gate_up[] = {{&w_gate, gate, F}, {&w_up, up, F}};
+    if (!bf16_rows.empty() && (lora_layer < 0 || m_.lora_.empty()) && GatedMlpBf16Covers(w_gate, w_up, w_down)) {
+      // The listed rows in one fused pass (their f32 gate and up never written); the others as below.
+      MatMulMultiExcept(gate_up, in, n, pool, bf16_rows);
+      int64_t next = 0;
+      for (const RowRange& r : bf16_rows) {
+        Activate(gate + next * F, up + next * F, (r.begin - next) * F, pool);
+        next = r.end;
+      }
+      Activate(gate + next * F, up + next * F, (n - next) * F, pool);
+      const MatMulOut down[] = {{&w_down, out, c_.hidden}};
+      MatMulMultiExcept(down, gate, n, pool, bf16_rows);
+      GatedMlpBf16(w_gate, w_up, w_down, ActMul(), in, bf16_rows, out, c_.hidden, pool);
+      return;
+    }
     MatMulMulti(gate_up, in, n, pool, bf16_rows);
     if (lora_layer >= 0 && !m_.lora_.empty()) {
       const LoraBatch::Out lora_gate_up[] = {{LoraTarget::kGate, gate}, {LoraTarget::kUp, up}};
@@ -375,8 +389,10 @@ class Model::Ops final : public LayerOps {
 
   // gate[i] = act(gate[i]) * up[i] for i < n. Elementwise (each value computed the same way whatever the split): over
   // the pool when it is large (32 tokens x 4864 is ~155K exps per layer, a few percent of a batched step on one thread).
+  ActMulFn ActMul() const { return c_.activation == Activation::kGeluTanh ? &GeluTanhMul : &SiluMul; }
   void Activate(float* gate, const float* up, int64_t n, ThreadPool* pool) {
-    auto act = c_.activation == Activation::kGeluTanh ? GeluTanhMul : SiluMul;
+    if (n <= 0) return;
+    const ActMulFn act = ActMul();
     if (pool != nullptr && n >= 32768) {
       const int64_t chunks = std::min<int64_t>(pool->num_threads() * 4, n / 8192);
       pool->ParallelFor(chunks, [&](int64_t i, int) {

@@ -21,6 +21,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/ops.h"
 #include "tensor/mlx_affine.h"
 #include "tensor/quant.h"
 
@@ -674,20 +675,87 @@ TEST_F(MatMulBf16Test, Bf16RowsEqualTheirTwin) {
   }
 }
 
-// A long matrix over several token blocks (a ~1 MiB block of bf16 rows is ~100 tokens at 4,864 columns) and row
-// group pairs split over tasks.
-TEST_F(MatMulBf16Test, ManyTokensSpanTokenBlocks) {
+// A wide matrix over several token blocks (512 tokens at most) and column chunks (the token block's bf16 rows over
+// one fit 1.5 MiB: 3 at 352 tokens), the sums stored between chunks; row group pairs split over tasks; the listed rows
+// as one run and as several (the kernel's row map, through which ragged tiles store and load), a run of one among them.
+TEST_F(MatMulBf16Test, ManyTokensSpanTokenBlocksAndColumnChunks) {
   ThreadPool pool(2);
   const WType t(DType::kQ8_0);
-  const int64_t rows = 80, cols = 4864, n = 230;
+  const int64_t rows = 80, cols = 4864, n = 700;
   Weights w = MakeWeights(t, rows, cols, 83);
   MatrixView v = w.view;
   auto owner = RepackForKernels(&v, nullptr);
   std::vector<float> x = MakeActs(n, cols, 84), y_ref(n * rows), y(n * rows);
   ref::MatMulBf16(w.view, x.data(), n, y_ref.data(), rows);
-  const RowRange all[] = {{0, n}};
-  MatMul(v, x.data(), n, y.data(), rows, &pool, all);
-  for (int64_t i = 0; i < n * rows; ++i) ASSERT_TRUE(BitEqual(y[i], y_ref[i])) << i;
+  const std::vector<RowRange> all = {{0, n}}, runs = {{3, 250}, {260, 261}, {300, 700}};
+  for (const auto& listed : {all, runs}) {
+    MatMul(v, x.data(), n, y.data(), rows, &pool, listed);
+    for (const RowRange& run : listed)
+      for (int64_t i = run.begin * rows; i < run.end * rows; ++i)
+        ASSERT_TRUE(BitEqual(y[i], y_ref[i])) << "runs " << listed.size() << " at " << i;
+  }
+}
+
+// GatedMlpBf16 equals its parts' twins bit for bit: ref::MatMulBf16 of gate and up, the activation over the f32 sums,
+// ref::MatMulBf16 of down (which rounds h to bf16 as the fused kernel does from the tiles); for one run of rows and for
+// several (the rows between them left alone), SiluMul and GeluTanhMul, ragged token tiles and more row groups than
+// tasks. MatMulMultiExcept makes exactly the rest: the unlisted rows, on the int8 formula.
+TEST_F(MatMulBf16Test, GatedMlpEqualsItsPartsAndTheExceptPartTheRest) {
+  ThreadPool pool(2);
+  const int64_t H = 256, F = 384, n = 75;
+  for (const WType& t : Bf16Types()) {
+    if (H % t.ColAlign() != 0 || F % t.ColAlign() != 0) continue;
+    Weights gate = MakeWeights(t, F, H, 91), up = MakeWeights(t, F, H, 92), down = MakeWeights(t, H, F, 93);
+    MatrixView vg = gate.view, vu = up.view, vd = down.view;
+    auto og = RepackForKernels(&vg, nullptr), ou = RepackForKernels(&vu, nullptr), od = RepackForKernels(&vd, nullptr);
+    ASSERT_TRUE(GatedMlpBf16Covers(vg, vu, vd)) << t.Name();
+    std::vector<float> x = MakeActs(n, H, 94);
+    std::vector<float> g_ref(n * F), u_ref(n * F), y_ref(n * H);
+    ref::MatMulBf16(gate.view, x.data(), n, g_ref.data(), F);
+    ref::MatMulBf16(up.view, x.data(), n, u_ref.data(), F);
+    for (ActMulFn act : {static_cast<ActMulFn>(&SiluMul), static_cast<ActMulFn>(&GeluTanhMul)}) {
+      std::vector<float> h(n * F);
+      act(g_ref.data(), u_ref.data(), n * F, h.data());
+      ref::MatMulBf16(down.view, h.data(), n, y_ref.data(), H);
+      const std::vector<RowRange> all = {{0, n}}, runs = {{2, 20}, {21, 22}, {40, 75}};
+      for (const auto& listed : {all, runs}) {
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          std::vector<float> y(n * (H + 5), -1.0f);
+          GatedMlpBf16(vg, vu, vd, act, x.data(), listed, y.data(), H + 5, p);
+          std::vector<bool> in_run(n, false);
+          for (const RowRange& r : listed)
+            for (int64_t i = r.begin; i < r.end; ++i) in_run[i] = true;
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t c = 0; c < H + 5; ++c) {
+              const float got = y[i * (H + 5) + c];
+              if (in_run[i] && c < H) {
+                ASSERT_TRUE(BitEqual(got, y_ref[i * H + c])) << t.Name() << " runs " << listed.size() << " t " << i;
+              } else {
+                ASSERT_EQ(got, -1.0f) << t.Name() << " t " << i << " c " << c;
+              }
+            }
+        }
+      }
+    }
+    // The rest: unlisted rows as MatMulMulti without bf16 rows gives them; listed rows untouched.
+    const std::vector<RowRange> runs = {{2, 20}, {40, 75}};
+    std::vector<float> gi(n * F, -1.0f), ui(n * F, -1.0f), g8(n * F), u8(n * F);
+    const MatMulOut except[] = {{&vg, gi.data(), F}, {&vu, ui.data(), F}}, all8[] = {{&vg, g8.data(), F}, {&vu, u8.data(), F}};
+    MatMulMultiExcept(except, x.data(), n, &pool, runs);
+    MatMulMulti(all8, x.data(), n, &pool);
+    for (int64_t i = 0; i < n; ++i) {
+      const bool listed = (i >= 2 && i < 20) || i >= 40;
+      for (int64_t r = 0; r < F; ++r) {
+        if (listed) {
+          ASSERT_EQ(gi[i * F + r], -1.0f);
+          ASSERT_EQ(ui[i * F + r], -1.0f);
+        } else {
+          ASSERT_TRUE(BitEqual(gi[i * F + r], g8[i * F + r])) << t.Name() << " t " << i;
+          ASSERT_TRUE(BitEqual(ui[i * F + r], u8[i * F + r])) << t.Name() << " t " << i;
+        }
+      }
+    }
+  }
 }
 
 // Rows outside bf16_rows, and every row of a format the formula does not cover (Q6_K) or of float weights, take the
@@ -765,9 +833,11 @@ TEST_F(MatMulBf16Test, ConversionEqualsToBf16) {
     x.push_back(f);
   while (x.size() % 32 != 0) x.push_back(1.0f);
   const int64_t cols = static_cast<int64_t>(x.size());
-  std::vector<uint16_t> out(x.size());
-  mm::AmxBf16Kernels()->to_bf16(x.data(), cols, 0, 1, out.data());
-  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(out[i], mm::ToBf16(x[i])) << i << " " << x[i];
+  // As row 5 of the token tiles.
+  std::vector<uint16_t> out(static_cast<size_t>(mm::Bf16TilesElems(1, cols)));
+  mm::AmxBf16Kernels()->to_bf16(x.data(), cols, 1, out.data(), 5);
+  for (int64_t c = 0; c < cols; ++c)
+    ASSERT_EQ(out[static_cast<size_t>(mm::Bf16TileOffset(5, c, cols))], mm::ToBf16(x[c])) << c << " " << x[c];
 #endif
 }
 

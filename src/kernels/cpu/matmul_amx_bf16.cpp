@@ -10,9 +10,15 @@
 // token of the block (up to 512), which is also why a few rows alone cost more here than on the int8 formula (1 row:
 // ~5x; even at ~32, ahead from 64).
 //
-// Loop nest per task: token block (as many tokens as keep their bf16 rows within 1.5 MiB of L2) > pair of row groups
-// (dequantized into two panels of nb x 1 KiB) > pair of token tiles > 32-column blocks, 2 x 2 tiles of sums. A ragged
-// last token tile reads a zero-padded copy; ragged tiles and row groups are stored through a buffer.
+// Loop nest per task (Rows): token block (up to 512) > column chunk (as wide as keeps the block's bf16 rows over it
+// within 1.5 MiB of L2: all columns up to 1,536) > pair of row groups (its chunk dequantized into two panels) > pair
+// of token tiles > 32-column blocks, 2 x 2 tiles of sums, stored to y after each chunk and loaded back for the next
+// (the same sums in the same order). The activations come as token tiles (Bf16TileOffset: a tile load reads 1 KiB
+// of consecutive lines); ragged tiles and row groups are stored through a buffer.
+//
+// GatedRows (GatedMlpBf16) pairs gate's row group g with up's instead, and turns each pair of tiles of sums into
+// act(gate) * up in bf16 token tiles for down: at 512 tokens, writing the two f32 outputs (10 MiB each at 4,864 rows)
+// and reading them back cost more than the tile multiplies (kernels_bench, the stores left out: 2.5-3x the rate).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -37,7 +43,7 @@ namespace {
 constexpr int kRows = 16;            // weight rows per group (tile columns)
 constexpr int kTok = 16;             // tokens per tile (tile rows)
 constexpr int kPanelBlock = 1024;    // a dequantized block for 16 rows: 16 column pairs x 16 rows x 2 bf16
-constexpr int64_t kTokBlockBytes = int64_t{3} << 19;  // a token block's bf16 rows (1.5 MiB), read once per row group pair
+constexpr int64_t kABytes = int64_t{3} << 19;  // a token block's bf16 rows over a column chunk (1.5 MiB): in L2 for all row groups
 constexpr int64_t kMaxTokBlock = 512;
 constexpr int64_t kPrefetchBlocks = 6;  // how far ahead Dequantize asks for the packed weights
 
@@ -56,9 +62,10 @@ void ConfigureTiles() {
   amx::LoadTileConfig(c);
 }
 
-int64_t TokBlock(int64_t cols) {
-  const int64_t fit = kTokBlockBytes / (2 * cols) / (2 * kTok) * (2 * kTok);
-  return std::clamp<int64_t>(fit, 2 * kTok, kMaxTokBlock);
+// The size of each of the near-equal parts [0, n) splits into when no part may pass `most`.
+int64_t EvenPart(int64_t n, int64_t most) {
+  const int64_t parts = (n + most - 1) / most;
+  return (n + parts - 1) / parts;
 }
 
 // Two vectors of 16 f32 (column c and c + 1 of 16 rows) as one tile row of the B operand: lane r holds row r's
@@ -70,14 +77,14 @@ inline __m512i Bf16Pair(__m512 lo, __m512 hi) {
   return _mm512_permutexvar_epi16(idx, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
 }
 
-// Dequantizes the group's nb blocks into `panel` (nb x kPanelBlock bytes, block b at b * kPanelBlock): value =
+// Dequantizes the group's blocks [b0, b1) into `panel` (block b at (b - b0) * kPanelBlock): value =
 // fma(code, scale, bias) (kBias) or code * scale, then bf16. Packed register j holds codes 4j..4j+3 of each row (a
 // dword per row), so it gives tile rows 2j (columns 4j, 4j+1) and 2j + 1 (4j + 2, 4j + 3).
 template <bool kBias, bool kSigned, ParamKind kPk>
-void Dequantize(const PackedRows& g, int64_t nb, uint8_t* panel) {
-  for (int64_t b = 0; b < nb; ++b) {
+void Dequantize(const PackedRows& g, int64_t b0, int64_t b1, uint8_t* panel) {
+  for (int64_t b = b0; b < b1; ++b) {
     // The weights come from memory (a pass over them per token block): ask for a later block's while this one runs.
-    if (b + kPrefetchBlocks < nb)
+    if (b + kPrefetchBlocks < b1)
       for (int64_t off = 0; off < g.stride; off += 64)
         _mm_prefetch(reinterpret_cast<const char*>(g.base + (b + kPrefetchBlocks) * g.stride + off), _MM_HINT_T0);
     __m512i reg[8];
@@ -96,7 +103,7 @@ void Dequantize(const PackedRows& g, int64_t nb, uint8_t* panel) {
       if constexpr (kBias) return _mm512_fmadd_ps(f, scale, bias);
       return _mm512_mul_ps(f, scale);
     };
-    uint8_t* out = panel + b * kPanelBlock;
+    uint8_t* out = panel + (b - b0) * kPanelBlock;
     for (int j = 0; j < 8; ++j) {
       _mm512_store_si512(out + 128 * j, Bf16Pair(value(reg[j], 0), value(reg[j], 1)));
       _mm512_store_si512(out + 128 * j + 64, Bf16Pair(value(reg[j], 2), value(reg[j], 3)));
@@ -104,24 +111,18 @@ void Dequantize(const PackedRows& g, int64_t nb, uint8_t* panel) {
   }
 }
 
-// The sums of token tiles a[0] (and a[1]: kTwoTiles) x row groups panel[0], panel[1] over all nb blocks, left in
-// the tile registers.
+// Adds token tiles a[0] (and a[1]: kTwoTiles) x row groups panel[0], panel[1] over nb blocks into the sums in the
+// tile registers.
 template <bool kTwoTiles>
-void Multiply(const uint16_t* const a[2], int64_t a_stride_bytes, const uint8_t* const panel[2], int64_t nb) {
-  _tile_zero(kC00);
-  _tile_zero(kC01);
-  if constexpr (kTwoTiles) {
-    _tile_zero(kC10);
-    _tile_zero(kC11);
-  }
+void Multiply(const uint16_t* const a[2], const uint8_t* const panel[2], int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
-    _tile_loadd(kA0, a[0] + b * 32, a_stride_bytes);
+    _tile_loadd(kA0, a[0] + b * kTok * 32, 64);
     _tile_loadd(kB0, panel[0] + b * kPanelBlock, 64);
     _tile_loadd(kB1, panel[1] + b * kPanelBlock, 64);
     _tile_dpbf16ps(kC00, kA0, kB0);
     _tile_dpbf16ps(kC01, kA0, kB1);
     if constexpr (kTwoTiles) {
-      _tile_loadd(kA1, a[1] + b * 32, a_stride_bytes);
+      _tile_loadd(kA1, a[1] + b * kTok * 32, 64);
       _tile_dpbf16ps(kC10, kA1, kB0);
       _tile_dpbf16ps(kC11, kA1, kB1);
     }
@@ -139,6 +140,12 @@ inline void CopySums(const Bf16Args& a, const float* buf, int64_t t0, int nt, in
   for (int i = 0; i < nt; ++i)
     std::memcpy(a.y + OutRow(a, t0 + i) * a.y_stride + r0, buf + i * kRows, static_cast<size_t>(nrows) * 4);
 }
+// The reverse, for a chunk that goes on from the sums the one before stored: the tile's part of y into a zeroed buf.
+inline void GatherSums(const Bf16Args& a, float* buf, int64_t t0, int nt, int64_t r0, int nrows) {
+  std::memset(buf, 0, kTok * kRows * 4);
+  for (int i = 0; i < nt; ++i)
+    std::memcpy(buf + i * kRows, a.y + OutRow(a, t0 + i) * a.y_stride + r0, static_cast<size_t>(nrows) * 4);
+}
 #define PARALLM_STORE_SUMS(tile, t0, nt, r0, nrows)                                 \
   if (Whole(a, t0, nt, nrows)) {                                                     \
     _tile_stored(tile, a.y + OutRow(a, t0) * a.y_stride + (r0), a.y_stride * 4);     \
@@ -146,11 +153,20 @@ inline void CopySums(const Bf16Args& a, const float* buf, int64_t t0, int nt, in
     _tile_stored(tile, buf, 64);                                                     \
     CopySums(a, buf, t0, nt, r0, nrows);                                             \
   }
+// Sums start at zero in a tile's first column chunk, else from what the chunk before stored (a tile never stored:
+// zero).
+#define PARALLM_START_SUMS(tile, first, t0, nt, r0, nrows)                          \
+  if ((first) || (nt) == 0 || (nrows) == 0) {                                        \
+    _tile_zero(tile);                                                                \
+  } else if (Whole(a, t0, nt, nrows)) {                                              \
+    _tile_loadd(tile, a.y + OutRow(a, t0) * a.y_stride + (r0), a.y_stride * 4);      \
+  } else {                                                                           \
+    GatherSums(a, buf, t0, nt, r0, nrows);                                           \
+    _tile_loadd(tile, buf, 64);                                                      \
+  }
 
-// Scratch: the two panels, the store buffer, the padded ragged token tile.
-size_t ScratchBytes(int64_t cols) {
-  return static_cast<size_t>(2 * (cols / 32) * kPanelBlock + kTok * kRows * 4 + kTok * cols * 2);
-}
+// Scratch: the two panels and two tiles of sums.
+size_t ScratchBytes(int64_t cols) { return static_cast<size_t>(2 * (cols / 32) * kPanelBlock + 2 * kTok * kRows * 4); }
 
 template <bool kBias, bool kSigned, ParamKind kPk>
 void RowsT(const Bf16Args& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
@@ -158,48 +174,52 @@ void RowsT(const Bf16Args& a, int64_t row_begin, int64_t row_end, uint8_t* scrat
   const int64_t cols = w.cols, nb = cols / 32, n = a.n_tokens;
   uint8_t* panels[2] = {scratch, scratch + nb * kPanelBlock};
   auto* buf = reinterpret_cast<float*>(scratch + 2 * nb * kPanelBlock);
-  auto* pad = reinterpret_cast<uint16_t*>(scratch + 2 * nb * kPanelBlock + kTok * kRows * 4);
   PackedRows g(w, a.fmt);
-  // A ragged last token tile reads its rows from a zero-padded copy (the padding's sums are never stored).
-  const int64_t ragged_t0 = n / kTok * kTok;
-  if (ragged_t0 < n) {
-    std::memset(pad, 0, static_cast<size_t>(kTok * cols * 2));
-    std::memcpy(pad, a.x + ragged_t0 * cols, static_cast<size_t>((n - ragged_t0) * cols * 2));
-  }
-  auto tile_rows = [&](int64_t t0) { return t0 == ragged_t0 ? pad : a.x + t0 * cols; };
+  auto tile = [&](int64_t t0, int64_t b) { return a.x + Bf16TileOffset(t0, b * 32, cols); };
   ConfigureTiles();
-  const int64_t tok_block = TokBlock(cols);
+  const int64_t tok_block = (EvenPart(n, kMaxTokBlock) + 2 * kTok - 1) / (2 * kTok) * (2 * kTok);
+  // Column chunks narrow enough that the token block's rows over one stay in L2 while every row group uses them: each
+  // weight is dequantized once per token block, however wide the matrix.
+  const int64_t chunk = EvenPart(nb, std::max<int64_t>(1, kABytes / (tok_block * 64)));
   for (int64_t tb0 = 0; tb0 < n; tb0 += tok_block) {
     const int64_t tb1 = std::min(n, tb0 + tok_block);
-    for (int64_t g0 = row_begin; g0 < row_end; g0 += 2 * kRows) {
-      const int64_t r0[2] = {g0, g0 + kRows};
-      const bool has_g1 = r0[1] < row_end;
-      const int nrows[2] = {static_cast<int>(std::min<int64_t>(kRows, row_end - r0[0])),
-                            has_g1 ? static_cast<int>(std::min<int64_t>(kRows, row_end - r0[1])) : 0};
-      for (int j = 0; j < (has_g1 ? 2 : 1); ++j) {
-        g.At(w.packed, r0[j] / kRows, nb, kPk);
-        Dequantize<kBias, kSigned, kPk>(g, nb, panels[j]);
-      }
-      const uint8_t* const panel[2] = {panels[0], panels[has_g1 ? 1 : 0]};
-      for (int64_t t0 = tb0; t0 < tb1; t0 += 2 * kTok) {
-        const bool has_t1 = t0 + kTok < tb1;
-        const uint16_t* const rows[2] = {tile_rows(t0), has_t1 ? tile_rows(t0 + kTok) : nullptr};
-        const int nt[2] = {static_cast<int>(std::min<int64_t>(kTok, tb1 - t0)),
-                           has_t1 ? static_cast<int>(std::min<int64_t>(kTok, tb1 - t0 - kTok)) : 0};
-        if (has_t1) {
-          Multiply<true>(rows, cols * 2, panel, nb);
-        } else {
-          Multiply<false>(rows, cols * 2, panel, nb);
+    for (int64_t k0 = 0; k0 < nb; k0 += chunk) {
+      const int64_t k1 = std::min(nb, k0 + chunk);
+      const bool first = k0 == 0;
+      for (int64_t g0 = row_begin; g0 < row_end; g0 += 2 * kRows) {
+        const int64_t r0[2] = {g0, g0 + kRows};
+        const bool has_g1 = r0[1] < row_end;
+        const int nrows[2] = {static_cast<int>(std::min<int64_t>(kRows, row_end - r0[0])),
+                              has_g1 ? static_cast<int>(std::min<int64_t>(kRows, row_end - r0[1])) : 0};
+        for (int j = 0; j < (has_g1 ? 2 : 1); ++j) {
+          g.At(w.packed, r0[j] / kRows, nb, kPk);
+          Dequantize<kBias, kSigned, kPk>(g, k0, k1, panels[j]);
         }
-        PARALLM_STORE_SUMS(kC00, t0, nt[0], r0[0], nrows[0]);
-        if (has_g1) {
-          PARALLM_STORE_SUMS(kC01, t0, nt[0], r0[1], nrows[1]);
-        }
-        if (has_t1) {
-          PARALLM_STORE_SUMS(kC10, t0 + kTok, nt[1], r0[0], nrows[0]);
-        }
-        if (has_t1 && has_g1) {
-          PARALLM_STORE_SUMS(kC11, t0 + kTok, nt[1], r0[1], nrows[1]);
+        const uint8_t* const panel[2] = {panels[0], panels[has_g1 ? 1 : 0]};
+        for (int64_t t0 = tb0; t0 < tb1; t0 += 2 * kTok) {
+          const bool has_t1 = t0 + kTok < tb1;
+          const uint16_t* const rows[2] = {tile(t0, k0), has_t1 ? tile(t0 + kTok, k0) : nullptr};
+          const int nt[2] = {static_cast<int>(std::min<int64_t>(kTok, tb1 - t0)),
+                             has_t1 ? static_cast<int>(std::min<int64_t>(kTok, tb1 - t0 - kTok)) : 0};
+          PARALLM_START_SUMS(kC00, first, t0, nt[0], r0[0], nrows[0]);
+          PARALLM_START_SUMS(kC01, first, t0, nt[0], r0[1], nrows[1]);
+          if (has_t1) {
+            PARALLM_START_SUMS(kC10, first, t0 + kTok, nt[1], r0[0], nrows[0]);
+            PARALLM_START_SUMS(kC11, first, t0 + kTok, nt[1], r0[1], nrows[1]);
+            Multiply<true>(rows, panel, k1 - k0);
+          } else {
+            Multiply<false>(rows, panel, k1 - k0);
+          }
+          PARALLM_STORE_SUMS(kC00, t0, nt[0], r0[0], nrows[0]);
+          if (has_g1) {
+            PARALLM_STORE_SUMS(kC01, t0, nt[0], r0[1], nrows[1]);
+          }
+          if (has_t1) {
+            PARALLM_STORE_SUMS(kC10, t0 + kTok, nt[1], r0[0], nrows[0]);
+          }
+          if (has_t1 && has_g1) {
+            PARALLM_STORE_SUMS(kC11, t0 + kTok, nt[1], r0[1], nrows[1]);
+          }
         }
       }
     }
@@ -214,34 +234,120 @@ struct RowsK {
   }
 };
 
+// The kernel's template arguments for w.
+struct KernelKind {
+  bool bias, is_signed;
+  ParamKind pk;
+  bool operator==(const KernelKind&) const = default;
+};
+KernelKind KindOf(const MatrixView& w, QFormat fmt) {
+  return {HasBias(fmt), Avx512Kernels()->code_offset(w, fmt) != 0, static_cast<ParamKind>(Avx512PackedParamKind(w, fmt))};
+}
+
 void Rows(const Bf16Args& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
-  const auto pk = static_cast<ParamKind>(Avx512PackedParamKind(*a.w, a.fmt));
-  const auto fn = PickKernel<RowsK>(HasBias(a.fmt), Avx512Kernels()->code_offset(*a.w, a.fmt) != 0, pk);
+  const KernelKind k = KindOf(*a.w, a.fmt);
+  const auto fn = PickKernel<RowsK>(k.bias, k.is_signed, k.pk);
   PARALLM_CHECK(fn != nullptr);
   fn(a, row_begin, row_end, scratch);
 }
 
-// x rows [t0, t1) to bf16 (nearest even, denormals flushed: VCVTNEPS2BF16, as ToBf16).
-void ToBf16Rows(const float* x, int64_t cols, int64_t t0, int64_t t1, uint16_t* out) {
-  for (int64_t t = t0; t < t1; ++t) {
-    const float* xr = x + t * cols;
-    uint16_t* o = out + t * cols;
-    for (int64_t c = 0; c < cols; c += 16)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + c),
-                          reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(xr + c))));
+// GatedMlpBf16's first half: the row groups of gate and up in pairs (gate's group g with up's group g), each pair of
+// tiles of sums (a token tile's 16 rows of gate and of up) stored to two buffers, act(gate) * up over them (the very
+// function the unfused path runs over whole outputs: elementwise, so the same bits) and then bf16 into h. Every
+// weight is dequantized once per token block: as many tokens as keep their rows over all of gate's columns within
+// kABytes (512 at 896 columns).
+template <bool kBias, bool kSigned, ParamKind kPk>
+void GatedRowsT(const GatedBf16Args& a, int64_t group_begin, int64_t group_end, uint8_t* scratch) {
+  const int64_t cols = a.gate->cols, nb = cols / 32, n = a.n_tokens, F = a.gate->rows;
+  uint8_t* panels[2] = {scratch, scratch + nb * kPanelBlock};
+  auto* sums = reinterpret_cast<float*>(scratch + 2 * nb * kPanelBlock);  // gate's 16 x 16, then up's
+  PackedRows pg(*a.gate, a.fmt), pu(*a.up, a.fmt);
+  auto tile = [&](int64_t t0) { return a.x + Bf16TileOffset(t0, 0, cols); };
+  // A token tile's sums of gate (tg) and up (tu) for row group g: act, bf16, into h's rows t0.. (all 16: a ragged
+  // tile's padding rows have zero sums, so h's padding rows are defined too).
+  auto out = [&](int64_t t0, int64_t g) {
+    a.act(sums, sums + kTok * kRows, kTok * kRows, sums);
+    for (int i = 0; i < kTok; ++i)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.h + Bf16TileOffset(t0 + i, g * kRows, F)),
+                          reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(sums + i * kRows))));
+  };
+  ConfigureTiles();
+  const int64_t tok_block = std::clamp<int64_t>(kABytes / (2 * cols) / (2 * kTok) * (2 * kTok), 2 * kTok, kMaxTokBlock);
+  for (int64_t tb0 = 0; tb0 < n; tb0 += tok_block) {
+    const int64_t tb1 = std::min(n, tb0 + tok_block);
+    for (int64_t g = group_begin; g < group_end; ++g) {
+      pg.At(a.gate->packed, g, nb, kPk);
+      Dequantize<kBias, kSigned, kPk>(pg, 0, nb, panels[0]);
+      pu.At(a.up->packed, g, nb, kPk);
+      Dequantize<kBias, kSigned, kPk>(pu, 0, nb, panels[1]);
+      const uint8_t* const panel[2] = {panels[0], panels[1]};
+      for (int64_t t0 = tb0; t0 < tb1; t0 += 2 * kTok) {
+        const bool has_t1 = t0 + kTok < tb1;
+        const uint16_t* const rows[2] = {tile(t0), has_t1 ? tile(t0 + kTok) : nullptr};
+        _tile_zero(kC00);
+        _tile_zero(kC01);
+        if (has_t1) {
+          _tile_zero(kC10);
+          _tile_zero(kC11);
+          Multiply<true>(rows, panel, nb);
+        } else {
+          Multiply<false>(rows, panel, nb);
+        }
+        _tile_stored(kC00, sums, 64);
+        _tile_stored(kC01, sums + kTok * kRows, 64);
+        out(t0, g);
+        if (has_t1) {
+          _tile_stored(kC10, sums, 64);
+          _tile_stored(kC11, sums + kTok * kRows, 64);
+          out(t0 + kTok, g);
+        }
+      }
+    }
+  }
+  _tile_release();
+}
+
+template <bool kBias, bool kSigned, ParamKind kPk>
+struct GatedRowsK {
+  static void Run(const GatedBf16Args& a, int64_t group_begin, int64_t group_end, uint8_t* scratch) {
+    GatedRowsT<kBias, kSigned, kPk>(a, group_begin, group_end, scratch);
+  }
+};
+
+bool GatedPairOk(const MatrixView& gate, const MatrixView& up, QFormat gate_fmt, QFormat up_fmt) {
+  return gate_fmt == up_fmt && KindOf(gate, gate_fmt) == KindOf(up, up_fmt);
+}
+
+void GatedRows(const GatedBf16Args& a, int64_t group_begin, int64_t group_end, uint8_t* scratch) {
+  const KernelKind k = KindOf(*a.gate, a.fmt);
+  const auto fn = PickKernel<GatedRowsK>(k.bias, k.is_signed, k.pk);
+  PARALLM_CHECK(fn != nullptr && GatedPairOk(*a.gate, *a.up, a.fmt, a.fmt));
+  fn(a, group_begin, group_end, scratch);
+}
+
+// x's `count` rows to bf16 (nearest even, denormals flushed: VCVTNE2PS2BF16, as ToBf16) as rows first.. of the token
+// tiles (Bf16TileOffset).
+void ToBf16Tiles(const float* x, int64_t cols, int64_t count, uint16_t* tiles, int64_t first) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float* xr = x + i * cols;
+    for (int64_t c = 0; c < cols; c += 32)
+      _mm512_storeu_si512(tiles + Bf16TileOffset(first + i, c, cols),
+                         reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + c + 16),
+                                                                      _mm512_loadu_ps(xr + c))));
   }
 }
 
 }  // namespace
 
 const Bf16Kernels* AmxBf16Kernels() {
-  static const Bf16Kernels k{&ScratchBytes, &ToBf16Rows, &Rows};
+  static const Bf16Kernels k{&ScratchBytes, &ToBf16Tiles, &Rows, &GatedPairOk, &GatedRows};
   return &k;
 }
 
 }  // namespace parallm::mm
 
 #undef PARALLM_STORE_SUMS
+#undef PARALLM_START_SUMS
 #undef kC00
 #undef kC01
 #undef kC10

@@ -21,6 +21,10 @@
 // head_dim 64, blocks of 16 positions; keys and values in f32, or stored as bf16 or int8 (--kv-cache-dtype).
 // PagedAttentionPrefill/...: a prefill chunk's tokens one by one or in runs (PagedAttentionTokens).
 //
+// GatedMlp/<q8_0|q4_0|mlx4g64>/<fused|parts>/tokens:<n>/threads:<t> (AMX-BF16 machines only): a dense gated MLP's
+// prompt rows on the bf16 formula, gate and up 4864 x 896 and down 896 x 4864, as GatedMlpBf16 makes them or as its
+// parts (gate and up to f32 outputs, SiluMul, down); counter GOP/s over the three products.
+//
 // AmxProbe/<case> (AMX machines only): whether the tile unit and the vector units work at once (amx_probe.cpp).
 #include <benchmark/benchmark.h>
 
@@ -38,6 +42,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/kv_dtype.h"
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "tensor/mlx_affine.h"
 #include "tensor/quant.h"
 #include "util/thread_pool.h"
@@ -338,6 +343,66 @@ void BM_ExpertsGrouped(benchmark::State& state, WType type, bool down, int64_t p
       benchmark::Counter(static_cast<double>(packed_bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+void BM_GatedMlp(benchmark::State& state, WType t, int64_t n, int threads, bool fused) {
+  if (!IsIsaSupported(IsaPath::kAmx)) {
+    state.SkipWithError("no AMX on this CPU");
+    return;
+  }
+  ForceIsa(IsaPath::kAmx);
+  constexpr int64_t H = 896, F = 4864;
+  // Distinct names: three matrices alive at once, not one cached.
+  const auto gate = MakeWeights(t, {"gate", F, H}), up = MakeWeights(t, {"up", F, H}), down = MakeWeights(t, {"down", H, F});
+  MatrixView vg = gate->view, vu = up->view, vd = down->view;
+  const auto og = RepackForKernels(&vg, nullptr), ou = RepackForKernels(&vu, nullptr), od = RepackForKernels(&vd, nullptr);
+  if (!GatedMlpBf16Covers(vg, vu, vd)) {
+    state.SkipWithError("no bf16 formula here for this type");
+    return;
+  }
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n * H)), g(static_cast<size_t>(n * F)), u(g.size()), y(x.size());
+  for (float& v : x) v = dist(rng);
+  ThreadPool* pool = threads > 1 ? Pool(threads) : nullptr;
+  const RowRange all[] = {{0, n}};
+  const MatMulOut gate_up[] = {{&vg, g.data(), F}, {&vu, u.data(), F}};
+  for (auto _ : state) {
+    if (fused) {
+      GatedMlpBf16(vg, vu, vd, &SiluMul, x.data(), all, y.data(), H, pool);
+    } else {
+      MatMulMulti(gate_up, x.data(), n, pool, all);
+      const int64_t parts = pool != nullptr ? pool->num_threads() : 1;
+      auto act = [&](int64_t part, int) {
+        auto [b, e] = SplitRange(n * F, parts, part);
+        SiluMul(g.data() + b, u.data() + b, e - b, g.data() + b);
+      };
+      if (pool != nullptr) {
+        pool->ParallelFor(parts, act);
+      } else {
+        act(0, 0);
+      }
+      MatMul(vd, g.data(), n, y.data(), H, pool, all);
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double ops = 2.0 * 3.0 * static_cast<double>(F * H) * static_cast<double>(n);
+  state.counters["GOP/s"] = benchmark::Counter(ops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void RegisterGatedMlp() {
+  const WType types[] = {{"q8_0", DType::kQ8_0}, {"q4_0", DType::kQ4_0}, {"mlx4g64", DType::kBF16, true, {4, 64}}};
+  for (const WType& t : types)
+    for (bool fused : {true, false})
+      for (int64_t n : {64, 512})
+        for (int threads : {1, 2}) {
+          const std::string name = "GatedMlp/" + t.name + (fused ? "/fused" : "/parts") + "/tokens:" +
+                                   std::to_string(n) + "/threads:" + std::to_string(threads);
+          auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_GatedMlp, t, n, threads, fused)
+                        ->Unit(benchmark::kMillisecond);
+          if (threads > 1) b->UseRealTime();
+        }
+}
+
 void RegisterExperts() {
   const WType types[] = {{"q4_k", DType::kQ4_K}, {"mlx4g64", DType::kF16, true, {4, 64}}};
   for (const WType& t : types)
@@ -390,6 +455,7 @@ void Register() {
   RegisterAttention();
   RegisterPrefillAttention();
   RegisterExperts();
+  RegisterGatedMlp();
   const std::vector<WType> types = {
       {"q8_0", DType::kQ8_0},  {"q4_0", DType::kQ4_0},  {"q4_k", DType::kQ4_K},
       {"q6_k", DType::kQ6_K},  {"f32", DType::kF32},    {"f16", DType::kF16},

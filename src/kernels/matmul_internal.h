@@ -129,9 +129,6 @@ struct IsaKernels {
   void (*quant_rows_packed)(const QuantArgs& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) = nullptr;
 };
 
-// The bf16 formula's kernel (AMX-BF16): scratch bytes per thread for a matrix of `cols` columns; x rows [t0, t1) to
-// bf16 ([n][cols], written at the same rows of out); rows [row_begin, row_end) of a product (whole row groups of 16
-// but the matrix's last), reading the AVX-512 packed weights. Formats: Bf16FormulaCovers.
 // The bf16 kernels' activations: token tiles of 16 rows, each 32-column block of a tile 1 KiB together (16 rows x 64
 // bytes), so a tile load reads consecutive lines. Row t, column c (of `cols`) is at this element; a ragged last tile
 // is as long as a whole one.
@@ -159,6 +156,9 @@ struct GatedBf16Args {
   void (*act)(const float* gate, const float* up, int64_t n, float* out) = nullptr;
   uint16_t* h = nullptr;
 };
+// The bf16 formula's kernel (AMX-BF16): scratch bytes per thread for a matrix of `cols` columns; rows to token tiles;
+// rows [row_begin, row_end) of a product (whole row groups of 16 but the matrix's last), reading the AVX-512 packed
+// weights; GatedMlpBf16's first half. Formats: Bf16FormulaCovers.
 struct Bf16Kernels {
   size_t (*scratch_bytes)(int64_t cols) = nullptr;
   // x's `count` rows (w->cols apart) to bf16, as rows first.. of token tiles.

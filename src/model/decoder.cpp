@@ -387,9 +387,11 @@ class Model::Ops final : public LayerOps {
     if (lora_layer >= 0) Lora(lora_layer, LoraTarget::kDown, gate, out);
   }
 
+  // The model's activation times up (GatedMlpBf16 runs it on tiles; Activate on whole outputs).
+  ActMulFn ActMul() const { return c_.activation == Activation::kGeluTanh ? &GeluTanhMul : &SiluMul; }
+
   // gate[i] = act(gate[i]) * up[i] for i < n. Elementwise (each value computed the same way whatever the split): over
   // the pool when it is large (32 tokens x 4864 is ~155K exps per layer, a few percent of a batched step on one thread).
-  ActMulFn ActMul() const { return c_.activation == Activation::kGeluTanh ? &GeluTanhMul : &SiluMul; }
   void Activate(float* gate, const float* up, int64_t n, ThreadPool* pool) {
     if (n <= 0) return;
     const ActMulFn act = ActMul();

@@ -79,6 +79,17 @@ float FromBf16(uint16_t h) {
   return v;
 }
 
+namespace {
+// Denormal sums are flushed to zero, as the tile unit does.
+inline float Flush(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
+}  // namespace
+
+float Bf16TileStep(float acc, const float* a, const float* b) {
+  float sum[2] = {0, 0};  // even products, odd products
+  for (int i = 0; i < 32; ++i) sum[i & 1] = Flush(sum[i & 1] + a[i] * b[i]);
+  return Flush(acc + Flush(sum[0] + sum[1]));
+}
+
 bool QuantFormatOf(const MatrixView& w, QFormat* fmt) {
   if (w.kind == MatrixView::Kind::kMlxAffine) {
     PARALLM_CHECK(IsSupportedMlxAffine(w.mlx) && w.cols % w.mlx.group_size == 0);

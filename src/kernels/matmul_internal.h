@@ -175,6 +175,10 @@ inline bool Bf16FormulaCovers(QFormat f) { return SubBlocks(f) == 1; }
 // f32 to bf16: nearest, ties to even; denormals to (signed) zero; NaN stays NaN (VCVTNEPS2BF16's rounding).
 uint16_t ToBf16(float v);
 float FromBf16(uint16_t h);
+// One tile multiply's step of one sum of the bf16 formula: acc + (se + so) over the 32 products a[i] * b[i] (bf16
+// values as f32), se over even i and so over odd i in increasing i, each sum with denormals flushed to zero. The
+// scalar twins' building block (ref::MatMulBf16, ref::PromptAttention).
+float Bf16TileStep(float acc, const float* a, const float* b);
 
 // Null when the path is not compiled in.
 const Bf16Kernels* AmxBf16Kernels();

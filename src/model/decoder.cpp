@@ -15,6 +15,7 @@
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/prompt_attention.h"
 #include "model/arch/arch.h"
 #include "model/model.h"
 #include "model/moe.h"
@@ -134,6 +135,12 @@ void Resize(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
+// How many of a sequence's tokens in the step, its first ones, take the bf16 formula (positions below Bf16PromptEnd).
+int32_t PromptRowsOf(const SequenceSlice& seq) {
+  const int64_t first = seq.context_len - seq.num_tokens;
+  return static_cast<int32_t>(std::clamp<int64_t>(Bf16PromptEnd(seq.num_prompt_tokens) - first, 0, seq.num_tokens));
+}
+
 // The rows of a step whose tokens take the bf16 formula (positions below Bf16PromptEnd of their request's prompt),
 // merged into sorted runs: where MatMul's bf16 formula is on (Bf16RowsEnabled), these take it. A token's formula so
 // depends only on its own request (its position against the request's prompt length), never on the batch it runs in,
@@ -142,8 +149,7 @@ void Resize(std::vector<float>& v, int64_t n) {
 void PromptRows(const ForwardBatch& batch, std::vector<RowRange>* rows) {
   rows->clear();
   for (const SequenceSlice& seq : batch.sequences) {
-    const int64_t first = seq.context_len - seq.num_tokens;
-    const int64_t n = std::clamp<int64_t>(Bf16PromptEnd(seq.num_prompt_tokens) - first, 0, seq.num_tokens);
+    const int32_t n = PromptRowsOf(seq);
     if (n > 0) rows->push_back(RowRange{seq.token_begin, seq.token_begin + n});
   }
   std::sort(rows->begin(), rows->end(), [](const RowRange& a, const RowRange& b) { return a.begin < b.begin; });
@@ -483,6 +489,7 @@ void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits
   } else {
     prompt_rows_.clear();
   }
+  prompt_attention_ = !prompt_rows_.empty() && PromptsTakeBf16();
   lora_.Build(batch);
   for (const SequenceSlice& seq : batch.sequences)
     PARALLM_CHECK_MSG(seq.adapter == nullptr || static_cast<int>(seq.adapter->layers.size()) == c.n_layers,
@@ -511,11 +518,37 @@ void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits
   if (c.final_softcap > 0) SoftCap(logits, n_out * c.vocab, c.final_softcap);
 }
 
+// The runs of a sequence's first n tokens of the step (its bf16 prompt rows) for PromptAttention: one per KV head, or,
+// with fewer KV heads than threads, up to n_threads / n_kv_heads per head, cut at whole tiles of 16 tokens into parts
+// of about equal cost (a later token reads more positions; each part gathers the keys and values it reads).
+void Model::AddPromptRuns(const ForwardBatch& batch, const SequenceSlice& seq, int32_t n, int n_kv_heads,
+                          int n_threads) {
+  if (n <= 0) return;
+  const int64_t first_ctx = batch.positions[static_cast<size_t>(seq.token_begin)] + 1;
+  PARALLM_CHECK(batch.positions[static_cast<size_t>(seq.token_begin + n - 1)] + 1 == first_ctx + n - 1);
+  const int32_t tiles = (n + 15) / 16;
+  const int parts = std::clamp((n_threads + n_kv_heads - 1) / n_kv_heads, 1, tiles);
+  auto cost = [&](int32_t a, int32_t b) {  // positions read by tokens [a, b)
+    return static_cast<int64_t>(b - a) * (2 * first_ctx + a + b - 1) / 2;
+  };
+  const int64_t total = cost(0, n);
+  int32_t begin = 0;
+  for (int p = 1; p <= parts && begin < n; ++p) {
+    int32_t end = p == parts ? n : std::min(n, begin + 16);
+    while (end < n && cost(0, end) * parts < total * p) end = std::min(n, end + 16);
+    for (int kvh = 0; kvh < n_kv_heads; ++kvh)
+      attention_runs_.push_back({seq.token_begin + begin, end - begin, kvh, cost(begin, end), true});
+    begin = end;
+  }
+}
+
 // Causal grouped-query attention for every token, split into tasks across threads: one per KV head and run of
 // consecutive tokens of one sequence (a prefill chunk goes in runs of kAttentionTokenBlock tokens, which read each
 // key and value row once per run; a decode token alone), heaviest first so that the threads finish together. Each
 // token reads keys and values through its sequence's block table, and its result depends only on that token's
 // sequence (PagedAttentionTokens gives a token the same bits in any run as alone), whatever the batch or the split.
+// A prompt's rows that take the bf16 formula (PromptRows) take PromptAttention where the layer's shape allows, in as
+// few runs as keep the threads busy (each gathers its KV head's keys and values once), with the same guarantee.
 void Model::Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, ThreadPool* pool) {
   const ModelConfig& c = loaded_.config;
   const int64_t Q = c.q_dim();
@@ -526,8 +559,14 @@ void Model::Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, 
   if (static_cast<int>(scores_.size()) < n_threads) scores_.resize(static_cast<size_t>(n_threads));
 
   attention_runs_.clear();
+  const bool prompt_formula = prompt_attention_ && PromptAttentionCovers(shape);
   for (const SequenceSlice& seq : batch.sequences) {
-    for (int32_t i = 0; i < seq.num_tokens;) {
+    int32_t i = 0;
+    if (prompt_formula) {
+      i = PromptRowsOf(seq);
+      AddPromptRuns(batch, seq, i, c.n_kv_heads, n_threads);
+    }
+    for (; i < seq.num_tokens;) {
       // A run: up to kAttentionTokenBlock tokens at consecutive positions.
       const int32_t first = seq.token_begin + i;
       int32_t n = 1;
@@ -551,6 +590,14 @@ void Model::Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, 
     PARALLM_CHECK(n_ctx_last <= seq.context_len);
     PARALLM_CHECK(n_ctx_last <= static_cast<int64_t>(seq.block_table.size()) * view.block_size);
     std::vector<float>& scores = scores_[static_cast<size_t>(thread)];
+    if (run.prompt) {
+      const int64_t bytes = PromptAttentionScratchBytes(shape, n_ctx_last);
+      Resize(scores, (bytes + 3) / 4);
+      PromptAttention(q_.data() + t * Q, Q, shape, view, seq.block_table, n_ctx, run.num_tokens, run.kv_head,
+                      std::span<uint8_t>(reinterpret_cast<uint8_t*>(scores.data()), static_cast<size_t>(bytes)),
+                      attn_.data() + t * Q, Q);
+      return;
+    }
     const int64_t scratch = run.num_tokens == 1 ? PagedAttentionScratchSize(shape, n_ctx)
                                                 : PagedAttentionTokensScratchSize(shape, n_ctx_last, run.num_tokens);
     if (static_cast<int64_t>(scores.size()) < scratch) scores.resize(static_cast<size_t>(scratch));

@@ -63,6 +63,7 @@ class Model {
   // The RoPE frequencies token t rotates with in `layer` (Gemma 3's local base, Phi-3's long factors).
   const float* InvFreqFor(const ForwardBatch& batch, int64_t t, int layer) const;
   void Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, ThreadPool* pool);
+  void AddPromptRuns(const ForwardBatch& batch, const SequenceSlice& seq, int32_t n, int n_kv_heads, int n_threads);
 
   LoadedModel loaded_;
   double repack_seconds_ = 0;
@@ -76,6 +77,10 @@ class Model {
   // The step's rows that take MatMul's bf16 formula in the attention and dense MLP projections (where
   // Bf16RowsEnabled()): each sequence's prompt positions below Bf16PromptEnd (PromptRows).
   std::vector<RowRange> prompt_rows_;
+  // Whether those rows' attention takes PromptAttention too (where the layer's shape allows): set per Forward, where
+  // prompt_rows_ is non-empty and some matrix takes the bf16 formula (PromptsTakeBf16, which the scheduler also reads
+  // to keep the prefix cache's bf16-computed blocks apart).
+  bool prompt_attention_ = false;
   // Mixture-of-experts scratch: router logits [num_tokens, n_experts], the routing, the assignments' inputs and
   // outputs in grouped order [num_tokens * top_k, hidden] and gate/up [num_tokens * top_k, expert_ffn], the shared
   // expert's output [num_tokens, hidden] and gate values [num_tokens].
@@ -86,10 +91,12 @@ class Model {
   LoraBatch lora_;  // the step's tokens grouped by LoRA adapter (empty when every sequence runs the base model)
   std::vector<std::vector<float>> scores_;  // per thread: attention scratch (scores of a KV head's query heads)
   // A step's attention work, one entry per KV head and run of consecutive tokens of one sequence (a decode token
-  // alone, a prefill chunk in runs of kAttentionTokenBlock), heaviest first (Model::Attention).
+  // alone, a prefill chunk in runs of kAttentionTokenBlock, a prompt's bf16 rows in one or a few parts), heaviest
+  // first (Model::Attention).
   struct AttentionRun {
     int32_t first_token, num_tokens, kv_head;
     int64_t cost;  // positions read over the run's tokens
+    bool prompt = false;  // PromptAttention's formula
   };
   std::vector<AttentionRun> attention_runs_;
 };

@@ -8,6 +8,7 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -15,6 +16,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/kv_dtype.h"
+#include "kernels/prompt_attention.h"
 
 namespace parallm {
 namespace {
@@ -266,6 +268,17 @@ void PrintTo(const TokensCase& t, std::ostream* os) {
   *os << ", " << t.n_tokens << " tokens, " << KvDtypeName(t.dtype);
 }
 
+std::string TokensCaseName(const ::testing::TestParamInfo<TokensCase>& info) {
+  const TokensCase& t = info.param;
+  const Case& c = t.c;
+  std::ostringstream name;
+  name << KvDtypeName(t.dtype) << "_h" << c.n_heads << "kv" << c.n_kv_heads << "_d" << c.head_dim << "_b"
+       << c.block_size << "_ctx" << c.n_ctx << "_n" << t.n_tokens;
+  if (c.window > 0) name << "_win" << c.window;
+  if (c.softcap > 0) name << "_cap" << static_cast<int>(c.softcap);
+  return name.str();
+}
+
 class PagedAttentionTokensTest : public ::testing::TestWithParam<TokensCase> {
  protected:
   // Queries of the chunk's tokens, one row of n_heads * head_dim each with `pad` floats after it (the model's q rows
@@ -401,16 +414,68 @@ INSTANTIATE_TEST_SUITE_P(
         TokensCase{Case{21, 3, 72, 7, 45, 0, 2.0f}, 20, KvDtype::kBf16},
         TokensCase{Case{8, 1, 64, 3, 33}, 9, KvDtype::kInt8}, TokensCase{Case{4, 1, 264, 8, 40}, 18, KvDtype::kInt8},
         TokensCase{Case{4, 1, 264, 8, 40}, 18, KvDtype::kBf16}),
-    [](const auto& info) {
-      const TokensCase& t = info.param;
-      const Case& c = t.c;
-      std::ostringstream name;
-      name << KvDtypeName(t.dtype) << "_h" << c.n_heads << "kv" << c.n_kv_heads << "_d" << c.head_dim << "_b"
-           << c.block_size << "_ctx" << c.n_ctx << "_n" << t.n_tokens;
-      if (c.window > 0) name << "_win" << c.window;
-      if (c.softcap > 0) name << "_cap" << static_cast<int>(c.softcap);
-      return name.str();
-    });
+    TokensCaseName);
+
+// PromptAttention: the scalar twin (its formula) against the f32 attention of every token, on every CPU; where the CPU
+// runs the kernel, the kernel against the twin bit for bit, in one call and in ragged runs with the KV heads one call
+// each (a token's bits do not depend on which tokens share its call).
+class PromptAttentionTest : public PagedAttentionTokensTest {
+ protected:
+  // Tokens [i0, i0 + n) of KV head kvh through one kernel call, into `out`, with dirty scratch.
+  void Kernel(int i0, int n, int kvh, std::vector<float>& out) const {
+    const int64_t first = FirstCtx() + i0;
+    std::vector<uint8_t> scratch(static_cast<size_t>(PromptAttentionScratchBytes(f_->shape, first + n - 1) + 13), 0xA5);
+    PromptAttention(q_.data() + i0 * stride_, stride_, f_->shape, f_->kv, f_->table, first, n, kvh, scratch,
+                    out.data() + i0 * stride_, stride_);
+  }
+};
+
+TEST_P(PromptAttentionTest, TwinNearF32AndKernelEqualsTwin) {
+  const TokensCase& t = GetParam();
+  const int n = t.n_tokens;
+  std::vector<float> twin(q_.size(), NAN);
+  for (int kvh = 0; kvh < t.c.n_kv_heads; ++kvh)
+    ref::PromptAttention(q_.data(), stride_, f_->shape, f_->kv, f_->table, FirstCtx(), n, kvh, twin.data(), stride_);
+  // bf16 queries, keys, values and weights: each ~3 significant digits, so a token's output is off the f32 one by
+  // up to a few hundredths of its values' spread (here ~1).
+  double worst = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::vector<float> f32 = Alone(i);
+    for (int64_t e = 0; e < width_; ++e)
+      worst = std::max(worst, static_cast<double>(std::abs(twin[static_cast<size_t>(i * stride_ + e)] -
+                                                           f32[static_cast<size_t>(e)])));
+  }
+  EXPECT_LT(worst, 0.05);  // seen: 0.006-0.024
+  if (!PromptAttentionCovers(f_->shape)) GTEST_SKIP() << "no AMX-BF16 here: the twin alone is checked";
+  std::vector<float> whole(q_.size(), NAN);
+  for (int kvh = 0; kvh < t.c.n_kv_heads; ++kvh) Kernel(0, n, kvh, whole);
+  for (size_t i = 0; i < whole.size(); ++i) {
+    if (std::isnan(twin[i])) continue;  // the padding between rows
+    ASSERT_EQ(whole[i], twin[i]) << "element " << i;
+  }
+  EXPECT_EQ(std::memcmp(whole.data(), twin.data(), whole.size() * sizeof(float)), 0);  // NaN padding alike
+  std::vector<float> runs(q_.size(), NAN);
+  for (int i0 = 0, len = 1; i0 < n; i0 += len, len += 5)
+    for (int kvh = 0; kvh < t.c.n_kv_heads; ++kvh) Kernel(i0, std::min(len, n - i0), kvh, runs);
+  EXPECT_EQ(std::memcmp(runs.data(), whole.data(), runs.size() * sizeof(float)), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Prompts, PromptAttentionTest,
+    ::testing::Values(
+        // The 0.5B shape: a whole prompt, chunks later in a context (a cached prefix), ends on and off tile, chunk and
+        // block edges, one token alone.
+        TokensCase{Case{14, 2, 64, 16, 300}, 300}, TokensCase{Case{14, 2, 64, 16, 300}, 37},
+        TokensCase{Case{14, 2, 64, 16, 17}, 2}, TokensCase{Case{14, 2, 64, 32, 129}, 33},
+        TokensCase{Case{14, 2, 64, 16, 64}, 1}, TokensCase{Case{14, 2, 64, 16, 33}, 33},
+        // Other groups and head dims (Llama 3B / Qwen3: 128; Phi-3: 96; Gemma: 256), odd block sizes.
+        TokensCase{Case{8, 1, 64, 3, 33}, 9}, TokensCase{Case{4, 2, 128, 16, 70}, 19},
+        TokensCase{Case{8, 2, 96, 5, 50}, 50}, TokensCase{Case{2, 1, 256, 16, 45}, 20},
+        TokensCase{Case{4, 4, 32, 16, 20}, 20},
+        // bf16 and int8 keys and values.
+        TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kBf16}, TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kInt8},
+        TokensCase{Case{4, 2, 128, 16, 70}, 19, KvDtype::kInt8}, TokensCase{Case{8, 2, 96, 5, 50}, 31, KvDtype::kBf16}),
+    TokensCaseName);
 
 // A window covers exactly the last `window` positions: keys and values before it may hold anything (here NaN) without
 // changing a bit of the result, and a window of at least n_ctx is the same as none.

@@ -62,9 +62,6 @@ void QuantRows(const MatrixView& w, mm::QFormat fmt, const mm::QuantizedActs& a,
   }
 }
 
-// Denormal sums are flushed to zero, as the tile unit does.
-inline float Flush(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
-
 }  // namespace
 
 void MatMulBf16(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride) {
@@ -86,11 +83,7 @@ void MatMulBf16(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
     for (int64_t t = 0; t < n_tokens; ++t) {
       const float* xt = xb.data() + t * w.cols;
       float acc = 0;
-      for (int64_t b = 0; b < nb; ++b) {
-        float sum[2] = {0, 0};  // even columns, odd columns
-        for (int64_t c = b * 32; c < b * 32 + 32; ++c) sum[c & 1] = Flush(sum[c & 1] + xt[c] * wb[c]);
-        acc = Flush(acc + Flush(sum[0] + sum[1]));
-      }
+      for (int64_t b = 0; b < nb; ++b) acc = mm::Bf16TileStep(acc, xt + b * 32, wb.data() + b * 32);
       y[t * y_stride + r] = acc;
     }
   }

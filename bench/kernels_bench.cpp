@@ -19,7 +19,8 @@
 //
 // PagedAttention/<isa>[/bf16|/int8]/ctx:<n_ctx>/seqs:<n>: one decode token per sequence, 14 query / 2 KV heads,
 // head_dim 64, blocks of 16 positions; keys and values in f32, or stored as bf16 or int8 (--kv-cache-dtype).
-// PagedAttentionPrefill/...: a prefill chunk's tokens one by one or in runs (PagedAttentionTokens).
+// PagedAttentionPrefill/...: a prefill chunk's tokens one by one, in runs (PagedAttentionTokens), or as a prompt's
+// bf16 rows on AMX tiles (PromptAttention, amx-bf16/...).
 //
 // GatedMlp/<q8_0|q4_0|mlx4g64>/<fused|parts>/tokens:<n>/threads:<t> (AMX-BF16 machines only): a dense gated MLP's
 // prompt rows on the bf16 formula, gate and up 4864 x 896 and down 896 x 4864, as GatedMlpBf16 makes them or as its
@@ -43,6 +44,7 @@
 #include "kernels/kv_dtype.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/prompt_attention.h"
 #include "tensor/mlx_affine.h"
 #include "tensor/quant.h"
 #include "util/thread_pool.h"
@@ -256,15 +258,18 @@ void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int se
 }
 
 // A prefill chunk's attention: the `tokens` last tokens of one sequence of n_ctx positions (0.5B shape, blocks of 16
-// in order), each token alone through PagedAttention (`runs` false) or in runs of kAttentionTokenBlock tokens
-// through PagedAttentionTokens (the same bits). Counter: tokens/s per CPU second of the one thread.
-void BM_PagedAttentionPrefill(benchmark::State& state, int lanes, int64_t n_ctx, int tokens, KvDtype dtype, bool runs) {
-  if (!SetPagedAttentionLanes(lanes)) {
+// in order), each token alone through PagedAttention (kAlone), in runs of kAttentionTokenBlock tokens through
+// PagedAttentionTokens (kRuns: the same bits), or all of them through PromptAttention, one call per KV head (kPrompt:
+// a prompt's bf16 rows on AMX-BF16 tiles, another formula). Counter: tokens/s per CPU second of the one thread.
+enum class PrefillMode { kAlone, kRuns, kPrompt };
+void BM_PagedAttentionPrefill(benchmark::State& state, int lanes, int64_t n_ctx, int tokens, KvDtype dtype,
+                              PrefillMode mode) {
+  const int n_heads = 14, n_kv_heads = 2, head_dim = 64, block_size = 16;
+  const AttentionShape shape{n_heads, n_kv_heads, head_dim, 0.125f};
+  if (mode == PrefillMode::kPrompt ? !PromptAttentionCovers(shape) : !SetPagedAttentionLanes(lanes)) {
     state.SkipWithError("path not supported on this CPU");
     return;
   }
-  const int n_heads = 14, n_kv_heads = 2, head_dim = 64, block_size = 16;
-  const AttentionShape shape{n_heads, n_kv_heads, head_dim, 0.125f};
   const int64_t n_blocks = (n_ctx + block_size - 1) / block_size, q_floats = n_heads * head_dim;
   std::mt19937 rng(3);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -277,8 +282,13 @@ void BM_PagedAttentionPrefill(benchmark::State& state, int lanes, int64_t n_ctx,
   const int64_t first = n_ctx - tokens + 1;  // the chunk's first token's context
   std::vector<float> scratch(static_cast<size_t>(
       std::max(PagedAttentionScratchSize(shape, n_ctx), PagedAttentionTokensScratchSize(shape, n_ctx, tokens))));
+  std::vector<uint8_t> prompt_scratch(
+      static_cast<size_t>(mode == PrefillMode::kPrompt ? PromptAttentionScratchBytes(shape, n_ctx) : 0));
   for (auto _ : state) {
-    if (runs) {
+    if (mode == PrefillMode::kPrompt) {
+      for (int kvh = 0; kvh < n_kv_heads; ++kvh)
+        PromptAttention(q.data(), q_floats, shape, kv, table, first, tokens, kvh, prompt_scratch, out.data(), q_floats);
+    } else if (mode == PrefillMode::kRuns) {
       for (int i = 0; i < tokens; i += kAttentionTokenBlock)
         PagedAttentionTokens(q.data() + i * q_floats, q_floats, shape, kv, table, first + i,
                              std::min(kAttentionTokenBlock, tokens - i), 0, n_kv_heads, scratch,
@@ -433,19 +443,21 @@ void RegisterAttention() {
   }
 }
 
-// PagedAttentionPrefill/<isa>[/bf16|/int8]/ctx:<n_ctx>/tokens:<n>/<alone|runs>: see BM_PagedAttentionPrefill.
+// PagedAttentionPrefill/<isa>[/bf16|/int8]/ctx:<n_ctx>/tokens:<n>/<alone|runs>, and
+// PagedAttentionPrefill/amx-bf16[/bf16|/int8]/ctx:<n_ctx>/tokens:<n>/prompt: see BM_PagedAttentionPrefill.
 void RegisterPrefillAttention() {
-  const std::pair<int, const char*> widths[] = {{16, "avx512"}, {8, "avx2"}, {4, "baseline"}};
+  const std::pair<int, const char*> widths[] = {{16, "avx512"}, {8, "avx2"}, {4, "baseline"}, {0, "amx-bf16"}};
   const std::pair<int64_t, int> sizes[] = {{512, 512}, {2048, 512}, {2048, 2048}};
   for (auto [lanes, isa] : widths)
     for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16, KvDtype::kInt8})
       for (auto [n_ctx, tokens] : sizes)
-        for (bool runs : {false, true}) {
+        for (PrefillMode mode : {PrefillMode::kAlone, PrefillMode::kRuns, PrefillMode::kPrompt}) {
+          if ((lanes == 0) != (mode == PrefillMode::kPrompt)) continue;
           const std::string type = dtype == KvDtype::kF32 ? "" : "/" + std::string(KvDtypeName(dtype));
+          const char* how = mode == PrefillMode::kAlone ? "/alone" : mode == PrefillMode::kRuns ? "/runs" : "/prompt";
           const std::string name = std::string("PagedAttentionPrefill/") + isa + type + "/ctx:" +
-                                   std::to_string(n_ctx) + "/tokens:" + std::to_string(tokens) +
-                                   (runs ? "/runs" : "/alone");
-          benchmark::RegisterBenchmark(name.c_str(), BM_PagedAttentionPrefill, lanes, n_ctx, tokens, dtype, runs)
+                                   std::to_string(n_ctx) + "/tokens:" + std::to_string(tokens) + how;
+          benchmark::RegisterBenchmark(name.c_str(), BM_PagedAttentionPrefill, lanes, n_ctx, tokens, dtype, mode)
               ->Unit(benchmark::kMillisecond);
         }
 }

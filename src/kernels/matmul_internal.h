@@ -11,8 +11,8 @@
 // operations are these scalar ones), so all paths, batch sizes and thread splits agree bit for bit.
 //
 // The bf16 formula, for the rows a caller asks for (MatMul's bf16_rows: a prompt's tokens) where Bf16RowsEnabled().
-// Each weight is dequantized to f32, w = fma(code, scale, bias) (Q4_K, MLX) or code * scale (Q8_0, Q4_0), with the
-// codes and parameters above, and it and x are rounded to bf16 (ToBf16). Per 32-column block b, the even columns'
+// Each weight is dequantized to f32, w = fma(code, scale, bias) (Q4_K, MLX) or code * scale (Q8_0, Q4_0; Q6_K: the
+// scale of the weight's 16-column half), with the codes and parameters above, and it and x are rounded to bf16 (ToBf16). Per 32-column block b, the even columns'
 // products are summed in order in f32 (se), the odd ones' likewise (so), and acc = acc + (se + so), blocks in
 // increasing b from acc = 0 (sums and products with denormals flushed to zero). That is what one AMX-BF16 tile
 // multiply does per 32 columns (TDPBF16PS on the Sapphire Rapids kind, checked against this formula bit for bit on
@@ -169,9 +169,8 @@ struct Bf16Kernels {
   // Row groups [group_begin, group_end) (16 rows of gate and up each) of h, all tokens.
   void (*gated_rows)(const GatedBf16Args& a, int64_t group_begin, int64_t group_end, uint8_t* scratch) = nullptr;
 };
-// Formats the bf16 formula covers: those with one scale per 32-column block (not Q6_K, whose rows take the int8
-// formula everywhere).
-inline bool Bf16FormulaCovers(QFormat f) { return SubBlocks(f) == 1; }
+// Formats the bf16 formula covers: all the quantized ones (float weights take the f32 path).
+inline bool Bf16FormulaCovers(QFormat) { return true; }
 // f32 to bf16: nearest, ties to even; denormals to (signed) zero; NaN stays NaN (VCVTNEPS2BF16's rounding).
 uint16_t ToBf16(float v);
 float FromBf16(uint16_t h);

@@ -619,6 +619,7 @@ std::vector<WType> Bf16Types() {
   return {WType(DType::kQ8_0),
           WType(DType::kQ4_0),
           WType(DType::kQ4_K),
+          WType(DType::kQ6_K),
           WType(DType::kF16, true, {8, 64}),
           WType(DType::kF16, true, {4, 64}),
           WType(DType::kBF16, true, {4, 32}),
@@ -758,8 +759,8 @@ TEST_F(MatMulBf16Test, GatedMlpEqualsItsPartsAndTheExceptPartTheRest) {
   }
 }
 
-// Rows outside bf16_rows, and every row of a format the formula does not cover (Q6_K) or of float weights, take the
-// int8 formula exactly as a batch of their own would; the listed rows equal the twin, in MatMul and MatMulMulti.
+// Rows outside bf16_rows, and every row of float weights (which the formula does not cover), take their own formula
+// exactly as a batch of their own would; the listed rows equal the twin, in MatMul and MatMulMulti.
 TEST_F(MatMulBf16Test, OnlyTheListedRowsChange) {
   ThreadPool pool(2);
   const int64_t cols = 256, n = 37;
@@ -793,7 +794,7 @@ TEST_F(MatMulBf16Test, OnlyTheListedRowsChange) {
                             {&vs[3], y_multi[3].data(), rows[3]}};
   MatMulMulti(outs, x.data(), n, &pool, listed);
   for (int i = 0; i < 4; ++i) {
-    const bool covered = i < 2;
+    const bool covered = i < 3;
     std::vector<float> bf(n * rows[i]), int8(n * rows[i]);
     if (covered) ref::MatMulBf16(ws[i].view, x.data(), n, bf.data(), rows[i]);
     for (int64_t t = 0; t < n; ++t) {

@@ -77,9 +77,15 @@ inline __m512i Bf16Pair(__m512 lo, __m512 hi) {
   return _mm512_permutexvar_epi16(idx, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
 }
 
+// Whether the packed blocks hold two scales, one per 16-column half: Q6_K, the one format whose parameters stay f32
+// without a bias (Q8_0 and Q4_0 keep f16 scales).
+template <bool kBias, ParamKind kPk>
+constexpr bool kTwoScales = !kBias && kPk == ParamKind::kF32;
+
 // Dequantizes the group's blocks [b0, b1) into `panel` (block b at (b - b0) * kPanelBlock): value =
 // fma(code, scale, bias) (kBias) or code * scale, then bf16. Packed register j holds codes 4j..4j+3 of each row (a
-// dword per row), so it gives tile rows 2j (columns 4j, 4j+1) and 2j + 1 (4j + 2, 4j + 3).
+// dword per row), so it gives tile rows 2j (columns 4j, 4j+1) and 2j + 1 (4j + 2, 4j + 3); registers 4..7 hold the
+// second 16-column half (kTwoScales: the second scale's).
 template <bool kBias, bool kSigned, ParamKind kPk>
 void Dequantize(const PackedRows& g, int64_t b0, int64_t b1, uint8_t* panel) {
   for (int64_t b = b0; b < b1; ++b) {
@@ -89,10 +95,11 @@ void Dequantize(const PackedRows& g, int64_t b0, int64_t b1, uint8_t* panel) {
         _mm_prefetch(reinterpret_cast<const char*>(g.base + (b + kPrefetchBlocks) * g.stride + off), _MM_HINT_T0);
     __m512i reg[8];
     g.LoadCodes(b, reg);
-    const __m512 scale = LoadParams<kPk>(g.Params(b), 0, g.Header(b));
-    __m512 bias = _mm512_setzero_ps();
+    const __m512 scale0 = LoadParams<kPk>(g.Params(b), 0, g.Header(b));
+    __m512 bias = _mm512_setzero_ps(), scale1 = scale0;
     if constexpr (kBias) bias = LoadParams<kPk>(g.Params(b), 1, g.Header(b));
-    auto value = [&](__m512i v, int c) {
+    if constexpr (kTwoScales<kBias, kPk>) scale1 = LoadParams<kPk>(g.Params(b), 1, g.Header(b));
+    auto value = [&](__m512i v, int c, __m512 scale) {
       __m512i code;
       if constexpr (kSigned) {
         code = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * c), 24);
@@ -105,8 +112,9 @@ void Dequantize(const PackedRows& g, int64_t b0, int64_t b1, uint8_t* panel) {
     };
     uint8_t* out = panel + (b - b0) * kPanelBlock;
     for (int j = 0; j < 8; ++j) {
-      _mm512_store_si512(out + 128 * j, Bf16Pair(value(reg[j], 0), value(reg[j], 1)));
-      _mm512_store_si512(out + 128 * j + 64, Bf16Pair(value(reg[j], 2), value(reg[j], 3)));
+      const __m512 scale = j < 4 ? scale0 : scale1;
+      _mm512_store_si512(out + 128 * j, Bf16Pair(value(reg[j], 0, scale), value(reg[j], 1, scale)));
+      _mm512_store_si512(out + 128 * j + 64, Bf16Pair(value(reg[j], 2, scale), value(reg[j], 3, scale)));
     }
   }
 }
@@ -244,9 +252,16 @@ KernelKind KindOf(const MatrixView& w, QFormat fmt) {
   return {HasBias(fmt), Avx512Kernels()->code_offset(w, fmt) != 0, static_cast<ParamKind>(Avx512PackedParamKind(w, fmt))};
 }
 
+// PickKernel's instance of K for kind k, and the one for Q6_K's blocks (signed codes, two f32 scales).
+template <template <bool, bool, ParamKind> class K>
+auto PickBf16Kernel(const KernelKind& k) -> decltype(&K<true, false, ParamKind::kF32>::Run) {
+  if (!k.bias && k.is_signed && k.pk == ParamKind::kF32) return &K<false, true, ParamKind::kF32>::Run;
+  return PickKernel<K>(k.bias, k.is_signed, k.pk);
+}
+
 void Rows(const Bf16Args& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
   const KernelKind k = KindOf(*a.w, a.fmt);
-  const auto fn = PickKernel<RowsK>(k.bias, k.is_signed, k.pk);
+  const auto fn = PickBf16Kernel<RowsK>(k);
   PARALLM_CHECK(fn != nullptr);
   fn(a, row_begin, row_end, scratch);
 }
@@ -320,7 +335,7 @@ bool GatedPairOk(const MatrixView& gate, const MatrixView& up, QFormat gate_fmt,
 
 void GatedRows(const GatedBf16Args& a, int64_t group_begin, int64_t group_end, uint8_t* scratch) {
   const KernelKind k = KindOf(*a.gate, a.fmt);
-  const auto fn = PickKernel<GatedRowsK>(k.bias, k.is_signed, k.pk);
+  const auto fn = PickBf16Kernel<GatedRowsK>(k);
   PARALLM_CHECK(fn != nullptr && GatedPairOk(*a.gate, *a.up, a.fmt, a.fmt));
   fn(a, group_begin, group_end, scratch);
 }

@@ -72,11 +72,13 @@ void MatMulBf16(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   for (size_t i = 0; i < xb.size(); ++i) xb[i] = mm::FromBf16(mm::ToBf16(x[i]));
   std::vector<int16_t> codes(static_cast<size_t>(w.cols));
   std::vector<float> scale0(nb), scale1(nb), bias(nb);
+  const bool scale1_too = mm::SubBlocks(fmt) == 2;
   for (int64_t r = 0; r < w.rows; ++r) {
     for (int64_t b = 0; b < nb; ++b) mm::BlockCodes(w, fmt, r, b, codes.data() + b * 32);
     mm::BlockParamsRow(w, fmt, r, 0, nb, scale0.data(), scale1.data(), bias.data(), 1);
     for (int64_t c = 0; c < w.cols; ++c) {
-      const float code = codes[static_cast<size_t>(c)], s = scale0[c / 32];
+      // Q6_K: the second 16-column half of a block has its own scale.
+      const float code = codes[static_cast<size_t>(c)], s = c % 32 >= 16 && scale1_too ? scale1[c / 32] : scale0[c / 32];
       wb[static_cast<size_t>(c)] =
           mm::FromBf16(mm::ToBf16(mm::HasBias(fmt) ? std::fma(code, s, bias[c / 32]) : code * s));
     }

@@ -196,6 +196,32 @@ TEST(Engine, ChunkedPrefillAndPreemptionKeepOutputs) {
   EXPECT_EQ(squeezed.engine().kv_manager().num_free_blocks(), 12);
 }
 
+// With more threads than KV heads, a prompt's bf16 rows run their attention in parts split across the threads
+// (Model::AddPromptRuns; where the CPU has AMX-BF16): the outputs equal one thread's, token and logprob.
+TEST(Engine, PromptRowsSplitAcrossThreadsEqualOneThread) {
+  testing::TinyModelOptions o;
+  o.arch = Arch::kQwen2;
+  o.gguf_type = DType::kQ8_0;
+  auto prompts = RandomPrompts(3, 150, 230, 512, 17);
+  SamplingParams p;
+  p.max_tokens = 8;
+  p.ignore_eos = true;
+  p.logprobs = 3;
+  EngineConfig one = SmallConfig(), four = SmallConfig();
+  one.threads = 1;
+  four.threads = 4;
+  LLM a(testing::TinyModel(o, "split-1"), one), b(testing::TinyModel(o, "split-4"), four);
+  auto want = a.Generate(prompts, {p});
+  auto got = b.Generate(prompts, {p});
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_EQ(Ids(*got), Ids(*want));
+  for (size_t r = 0; r < prompts.size(); ++r)
+    for (size_t i = 0; i < (*want)[r].ids().size(); ++i)
+      for (size_t k = 0; k < 3; ++k)
+        ASSERT_EQ((*got)[r].choices[0].samples[i].top.at(k).logprob, (*want)[r].choices[0].samples[i].top.at(k).logprob)
+            << r << " " << i << " " << k;
+}
+
 TEST(Engine, PrefixCacheScenario) {
   // The seed's scenario: first request MISS; same prompt HIT; a different prompt MISS; back to the first HIT.
   testing::TinyModelOptions o;

@@ -259,9 +259,7 @@ void PagedAttention(const float* q, const AttentionShape& s, const PagedKvView& 
   PARALLM_CHECK(static_cast<int64_t>(scratch_span.size()) >= n);
   float* scratch = scratch_span.data();
   const int group = s.n_heads / s.n_kv_heads;
-  auto slot_of = [&](int64_t j) {
-    return static_cast<int64_t>(block_table[static_cast<size_t>(j / kv.block_size)]) * kv.block_size + j % kv.block_size;
-  };
+  auto slot_of = [&](int64_t j) { return SlotOf(kv, block_table, j); };
   // Element i of a layer's buffer (i counted in elements), decoded; int8's scale is that of its slot and head.
   auto Element = [&](const void* base, int64_t i, float scale) {
     return static_cast<double>(

@@ -23,6 +23,12 @@ struct PagedKvView {
   const float* value_scales = nullptr;
 };
 
+// The KV slot of position j of a sequence whose blocks are `block_table`: block_table[j / block_size] * block_size +
+// j % block_size.
+inline int64_t SlotOf(const PagedKvView& kv, std::span<const int32_t> block_table, int64_t j) {
+  return static_cast<int64_t>(block_table[static_cast<size_t>(j / kv.block_size)]) * kv.block_size + j % kv.block_size;
+}
+
 struct AttentionShape {
   int n_heads = 0;
   int n_kv_heads = 0;

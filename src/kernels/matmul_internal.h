@@ -12,11 +12,12 @@
 //
 // The bf16 formula, for the rows a caller asks for (MatMul's bf16_rows: a prompt's tokens) where Bf16RowsEnabled().
 // Each weight is dequantized to f32, w = fma(code, scale, bias) (Q4_K, MLX) or code * scale (Q8_0, Q4_0; Q6_K: the
-// scale of the weight's 16-column half), with the codes and parameters above, and it and x are rounded to bf16 (ToBf16). Per 32-column block b, the even columns'
-// products are summed in order in f32 (se), the odd ones' likewise (so), and acc = acc + (se + so), blocks in
-// increasing b from acc = 0 (sums and products with denormals flushed to zero). That is what one AMX-BF16 tile
-// multiply does per 32 columns (TDPBF16PS on the Sapphire Rapids kind, checked against this formula bit for bit on
-// random operands), so a 32-column block costs two tile operations and no f32 tail; ref::MatMulBf16 is its twin.
+// scale of the weight's 16-column half), with the codes and parameters above, and it and x are rounded to bf16
+// (ToBf16). Per 32-column block b, the even columns' products are summed in order in f32 (se), the odd ones' likewise
+// (so), and acc = acc + (se + so), blocks in increasing b from acc = 0 (sums and products with denormals flushed to
+// zero). That is what one AMX-BF16 tile multiply does per 32 columns (TDPBF16PS on the Sapphire Rapids kind, checked
+// against this formula bit for bit on random operands), so a 32-column block costs two tile operations and no f32
+// tail; ref::MatMulBf16 is its twin.
 #pragma once
 
 #include <algorithm>

@@ -68,8 +68,7 @@ void PromptAttention(const float* q, int64_t q_stride, const AttentionShape& s, 
   // Keys and values of positions [0, n_ctx_last) as bf16 values in f32: k[j * D + d].
   std::vector<float> k(static_cast<size_t>(n_ctx_last * D)), v(k.size());
   for (int64_t j = 0; j < n_ctx_last; ++j) {
-    const int64_t slot =
-        static_cast<int64_t>(block_table[static_cast<size_t>(j / kv.block_size)]) * kv.block_size + j % kv.block_size;
+    const int64_t slot = SlotOf(kv, block_table, j);
     const int64_t row = slot * kv.slot_stride + static_cast<int64_t>(kv_head) * D;
     const bool int8 = kv.dtype == KvDtype::kInt8;
     const float ks = int8 ? kv.key_scales[slot * s.n_kv_heads + kv_head] : 1.0f;

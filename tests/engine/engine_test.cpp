@@ -35,6 +35,16 @@ std::vector<std::vector<int32_t>> Ids(const std::vector<Completion>& completions
   return ids;
 }
 
+// The same tokens, and the same bits in each token's `k` top logprobs (the runners-up show the logits' low bits).
+void ExpectSameTokensAndTopLogprobs(const std::vector<Completion>& got, const std::vector<Completion>& want, size_t k) {
+  ASSERT_EQ(Ids(got), Ids(want));
+  for (size_t r = 0; r < want.size(); ++r)
+    for (size_t i = 0; i < want[r].ids().size(); ++i)
+      for (size_t j = 0; j < k; ++j)
+        ASSERT_EQ(got[r].choices[0].samples[i].top.at(j).logprob, want[r].choices[0].samples[i].top.at(j).logprob)
+            << r << " " << i << " " << j;
+}
+
 EngineConfig SmallConfig(int blocks = 256, int max_seqs = 64, int max_tokens = 256) {
   EngineConfig c;
   c.num_kv_blocks = blocks;
@@ -186,12 +196,7 @@ TEST(Engine, ChunkedPrefillAndPreemptionKeepOutputs) {
   LLM squeezed(testing::TinyModel(o, "squeezed"), SmallConfig(/*blocks=*/12, 64, /*max_tokens=*/8));
   auto got = squeezed.Generate(prompts, params);
   ASSERT_TRUE(got.ok()) << got.status().message();
-  EXPECT_EQ(Ids(*got), Ids(*expected));
-  for (size_t r = 0; r < prompts.size(); ++r)
-    for (size_t i = 0; i < (*expected)[r].ids().size(); ++i)
-      for (size_t k = 0; k < 3; ++k)
-        ASSERT_EQ((*got)[r].choices[0].samples[i].top.at(k).logprob,
-                  (*expected)[r].choices[0].samples[i].top.at(k).logprob) << r << " " << i << " " << k;
+  ExpectSameTokensAndTopLogprobs(*got, *expected, 3);
   EXPECT_GT(squeezed.engine().scheduler().num_preemptions(), 0);
   EXPECT_EQ(squeezed.engine().kv_manager().num_free_blocks(), 12);
 }
@@ -214,12 +219,7 @@ TEST(Engine, PromptRowsSplitAcrossThreadsEqualOneThread) {
   auto want = a.Generate(prompts, {p});
   auto got = b.Generate(prompts, {p});
   ASSERT_TRUE(want.ok() && got.ok());
-  EXPECT_EQ(Ids(*got), Ids(*want));
-  for (size_t r = 0; r < prompts.size(); ++r)
-    for (size_t i = 0; i < (*want)[r].ids().size(); ++i)
-      for (size_t k = 0; k < 3; ++k)
-        ASSERT_EQ((*got)[r].choices[0].samples[i].top.at(k).logprob, (*want)[r].choices[0].samples[i].top.at(k).logprob)
-            << r << " " << i << " " << k;
+  ExpectSameTokensAndTopLogprobs(*got, *want, 3);
 }
 
 TEST(Engine, PrefixCacheScenario) {

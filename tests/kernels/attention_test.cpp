@@ -473,8 +473,10 @@ INSTANTIATE_TEST_SUITE_P(
         TokensCase{Case{8, 2, 96, 5, 50}, 50}, TokensCase{Case{2, 1, 256, 16, 45}, 20},
         TokensCase{Case{4, 4, 32, 16, 20}, 20},
         // bf16 and int8 keys and values.
-        TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kBf16}, TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kInt8},
-        TokensCase{Case{4, 2, 128, 16, 70}, 19, KvDtype::kInt8}, TokensCase{Case{8, 2, 96, 5, 50}, 31, KvDtype::kBf16}),
+        TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kBf16},
+        TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kInt8},
+        TokensCase{Case{4, 2, 128, 16, 70}, 19, KvDtype::kInt8},
+        TokensCase{Case{8, 2, 96, 5, 50}, 31, KvDtype::kBf16}),
     TokensCaseName);
 
 // A window covers exactly the last `window` positions: keys and values before it may hold anything (here NaN) without

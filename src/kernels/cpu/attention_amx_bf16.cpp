@@ -35,6 +35,8 @@
 namespace parallm::amx {
 namespace {
 
+#include "kernels/cpu/bf16_pair-inl.h"
+
 constexpr int kTok = 16;         // tokens per tile (tile rows)
 constexpr int64_t kTile = 1024;  // bytes of one tile
 
@@ -84,14 +86,6 @@ inline __m512 LoadKv16(const void* row, int64_t i, float scale) {
   }
 }
 
-// lo and hi (16 f32 each) as one B-operand row: lane k holds (lo[k], hi[k]) in bf16, lo in the low half. Rounded by
-// VCVTNE2PS2BF16 (nearest even, denormals flushed), as ToBf16.
-inline __m512i InterleavedBf16(__m512 lo, __m512 hi) {
-  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
-                                       5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  return _mm512_permutexvar_epi16(idx, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
-}
-
 // 32 consecutive f32 (lo, then hi) as 32 bf16 in order: 16 pairs of neighbours.
 inline __m512i ConsecutiveBf16(__m512 lo, __m512 hi) { return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)); }
 
@@ -121,9 +115,6 @@ void Gather(const AttentionShape& s, const PagedKvView& kv, std::span<const int3
             int kv_head, const Layout& lay, uint8_t* base) {
   const int D = s.head_dim, chunks = D / 32, groups = D / 16;
   const int64_t elem = kDt == KvDtype::kF32 ? 4 : kDt == KvDtype::kBf16 ? 2 : 1;
-  auto slot_of = [&](int64_t j) {
-    return static_cast<int64_t>(block_table[static_cast<size_t>(j / kv.block_size)]) * kv.block_size + j % kv.block_size;
-  };
   auto row_of = [&](const void* layer, int64_t slot) {
     return static_cast<const char*>(layer) + (slot * kv.slot_stride + static_cast<int64_t>(kv_head) * D) * elem;
   };
@@ -137,13 +128,14 @@ void Gather(const AttentionShape& s, const PagedKvView& kv, std::span<const int3
                                           _mm512_set1_epi32(64));
   for (int64_t j = 0; j < lay.nk; ++j) {
     const bool in = j < n_ctx_last;
-    const int64_t slot = in ? slot_of(j) : 0;
+    const int64_t slot = in ? SlotOf(kv, block_table, j) : 0;
     const void* row = in ? row_of(kv.keys, slot) : nullptr;
     const float scale = in ? scale_of(kv.key_scales, slot) : 0.0f;
     uint8_t* column = keys + (j / 16) * chunks * kTile + (j % 16) * 4;
     for (int c = 0; c < chunks; ++c) {
-      const __m512i pairs = in ? ConsecutiveBf16(LoadKv16<kDt>(row, 32 * c, scale), LoadKv16<kDt>(row, 32 * c + 16, scale))
-                               : _mm512_setzero_si512();
+      const __m512i pairs =
+          in ? ConsecutiveBf16(LoadKv16<kDt>(row, 32 * c, scale), LoadKv16<kDt>(row, 32 * c + 16, scale))
+             : _mm512_setzero_si512();
       _mm512_i32scatter_epi32(column + c * kTile, rows, pairs, 1);
     }
   }
@@ -151,7 +143,8 @@ void Gather(const AttentionShape& s, const PagedKvView& kv, std::span<const int3
   for (int64_t j0 = 0; j0 < lay.nk; j0 += 2) {
     const int64_t ch = j0 / 32, r = (j0 % 32) / 2;
     const bool in0 = j0 < n_ctx_last, in1 = j0 + 1 < n_ctx_last;
-    const int64_t slot0 = in0 ? slot_of(j0) : 0, slot1 = in1 ? slot_of(j0 + 1) : 0;
+    const int64_t slot0 = in0 ? SlotOf(kv, block_table, j0) : 0,
+                  slot1 = in1 ? SlotOf(kv, block_table, j0 + 1) : 0;
     const void* row0 = in0 ? row_of(kv.values, slot0) : nullptr;
     const void* row1 = in1 ? row_of(kv.values, slot1) : nullptr;
     const float scale0 = in0 ? scale_of(kv.value_scales, slot0) : 0.0f;
@@ -159,7 +152,7 @@ void Gather(const AttentionShape& s, const PagedKvView& kv, std::span<const int3
     for (int g = 0; g < groups; ++g) {
       const __m512 lo = in0 ? LoadKv16<kDt>(row0, 16 * g, scale0) : _mm512_setzero_ps();
       const __m512 hi = in1 ? LoadKv16<kDt>(row1, 16 * g, scale1) : _mm512_setzero_ps();
-      _mm512_store_si512(values + (ch * groups + g) * kTile + r * 64, InterleavedBf16(lo, hi));
+      _mm512_store_si512(values + (ch * groups + g) * kTile + r * 64, Bf16Pair(lo, hi));
     }
   }
 }

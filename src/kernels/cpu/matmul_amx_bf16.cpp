@@ -38,6 +38,7 @@
 namespace parallm::mm {
 namespace {
 
+#include "kernels/cpu/bf16_pair-inl.h"
 #include "kernels/cpu/packed_params-inl.h"
 
 constexpr int kRows = 16;            // weight rows per group (tile columns)
@@ -66,15 +67,6 @@ void ConfigureTiles() {
 int64_t EvenPart(int64_t n, int64_t most) {
   const int64_t parts = (n + most - 1) / most;
   return (n + parts - 1) / parts;
-}
-
-// Two vectors of 16 f32 (column c and c + 1 of 16 rows) as one tile row of the B operand: lane r holds row r's
-// pair, column c in the low half. bf16 by VCVTNE2PS2BF16 (nearest even; denormals flushed), as ToBf16 does, then
-// interleaved.
-inline __m512i Bf16Pair(__m512 lo, __m512 hi) {
-  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
-                                       5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  return _mm512_permutexvar_epi16(idx, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
 }
 
 // Whether the packed blocks hold two scales, one per 16-column half: Q6_K, the one format whose parameters stay f32

@@ -78,7 +78,8 @@ void MatMulBf16(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
     mm::BlockParamsRow(w, fmt, r, 0, nb, scale0.data(), scale1.data(), bias.data(), 1);
     for (int64_t c = 0; c < w.cols; ++c) {
       // Q6_K: the second 16-column half of a block has its own scale.
-      const float code = codes[static_cast<size_t>(c)], s = c % 32 >= 16 && scale1_too ? scale1[c / 32] : scale0[c / 32];
+      const float code = codes[static_cast<size_t>(c)];
+      const float s = c % 32 >= 16 && scale1_too ? scale1[c / 32] : scale0[c / 32];
       wb[static_cast<size_t>(c)] =
           mm::FromBf16(mm::ToBf16(mm::HasBias(fmt) ? std::fma(code, s, bias[c / 32]) : code * s));
     }

@@ -314,7 +314,8 @@ TEST_F(MatMulTest, NoReadsPastTheEnd) {
 // Weights repacked at load (RepackForKernels, for the best path): on that path MatMul reads the packed copy,
 // on every other forced path it ignores it; either way every output equals ref::MatMul bit for bit, and a
 // token computed alone equals it inside a batch. Ragged rows (< and not a multiple of a row group), odd
-// block counts, one token, a full register tile and more tokens than a panel pass.
+// block counts, one token, a full register tile and more tokens than a panel pass; two row groups a tile (the
+// AVX-512 path from 6 tokens) with an odd group left over, over several column chunks.
 TEST_F(MatMulTest, RepackedEqualsRefEveryPath) {
   ThreadPool pool(2);
   std::vector<IsaPath> paths = FastPaths();
@@ -330,6 +331,7 @@ TEST_F(MatMulTest, RepackedEqualsRefEveryPath) {
     if (t.ColAlign() <= 64) {
       shapes.push_back({9, a * 3, 17});
       shapes.push_back({21, a * 33, 3});  // more than one 32-block panel chunk, ragged last chunk
+      shapes.push_back({53, a * 33, 13});  // the same through two-group tiles (a pair, a ragged pair), ragged tokens
     }
     if (t.dtype == DType::kQ8_0 && !t.mlx) shapes.push_back({21, 64, 300});
     for (const Shape& sh : shapes) {

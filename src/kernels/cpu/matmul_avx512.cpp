@@ -10,8 +10,10 @@
 // accumulator sits in, never the operations on it. Hence batch invariance and fast == ref bit for bit.
 //
 // Panels are built on the fly (row blocks transposed in registers) for a chunk of kChunkBlocks blocks of
-// one row group, then reused by every token tile: a register tile is 16 rows x up to kTokTile tokens, so a
-// panel load feeds kTokTile vpdpbusd. Panel chunk (~20 KB) and a token tile's activations stay in L1.
+// one row group, then reused by every token tile: a register tile is 16 rows x up to 8 tokens, so a
+// panel load feeds 8 vpdpbusd. Panel chunk (~20 KB) and a token tile's activations stay in L1. Weights repacked
+// at load take two row groups a tile (32 rows x up to 6 tokens) once there are 6 tokens: each broadcast of a
+// token's activation bytes then feeds two vpdpbusd, and the broadcasts (loads) are what bound the 16-row tile.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -41,7 +43,6 @@ namespace {
 
 constexpr int kRows = 16;          // rows per group: one per 32-bit lane of a zmm
 constexpr int kChunkBlocks = 32;   // 32-column blocks per panel chunk (1024 columns)
-constexpr int kTokTile = 8;        // tokens per register tile: 8 int32 + 8 f32 accumulators
 constexpr int kPrefetchChunks = 1;  // software prefetch distance in panel chunks (2 and 4 measured no better)
 constexpr int kTokBlock = 256;   // tokens per panel pass (bounds the accumulators, keeps activations in L2)
 constexpr int kCodeBytes = 8 * 64; // a block's codes for 16 rows
@@ -217,103 +218,153 @@ inline __m512i Bcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// One register tile: 16 rows x T tokens over the chunk's nbc blocks; acc[t * 16 + lane] carries the f32
-// accumulators across chunks. kSubs: int sums per block (2 for Q6_K); kBias: Q4_K / MLX bias term.
-// kNib: the panel's codes are nibble-packed (repacked 4-bit formats): 4 vectors per block, vector k holding
-// register k in its low nibbles and register k + 4 in its high nibbles.
-// kPk: how the block's parameters are stored (packed_params-inl.h; panels built per call hold f32); `headers`: the
-// chunk's first header, one per 2^header_shift blocks (the kinds with headers; null otherwise).
-template <int T, int kSubs, bool kBias, bool kNib, ParamKind kPk>
-void Tile(const uint8_t* panel, const uint8_t* headers, int header_shift, int64_t stride, int64_t nbc,
-          const QuantizedActs& a, int64_t t0, int64_t b0, float* acc, const uint8_t* pf, int64_t pf_lines) {
+// The row groups of one register tile (G of them, 16 rows each) over the same chunk of blocks: each group's panel,
+// its chunk's first header (the kinds with headers; null otherwise) and its f32 accumulators ([token][16], carried
+// across chunks). `pf`/`pf_lines`: lines to prefetch while the tile runs, a block's share at a time, up to two ranges.
+template <int G>
+struct TileGroups {
+  const uint8_t* panel[G];
+  const uint8_t* headers[G];
+  float* acc[G];
+  const uint8_t* pf[2] = {nullptr, nullptr};
+  int64_t pf_lines[2] = {0, 0};
+};
+
+// One register tile: G x 16 rows x T tokens over the chunk's nbc blocks. kSubs: int sums per block (2 for Q6_K);
+// kBias: Q4_K / MLX bias term. kNib: the panel's codes are nibble-packed (repacked 4-bit formats): 4 vectors per
+// block, vector k holding register k in its low nibbles and register k + 4 in its high nibbles. kPk: how the block's
+// parameters are stored (packed_params-inl.h; panels built per call hold f32).
+// Two groups share each broadcast of a token's 4 activation bytes (and of its scales): broadcasts are loads, and the
+// load ports, not the multiplies, bound a 16-row tile (one broadcast per vpdpbusd). Each output's operations are the
+// same whatever G and T: they only change which register holds its accumulator.
+template <int T, int G, int kSubs, bool kBias, bool kNib, ParamKind kPk>
+void Tile(const TileGroups<G>& tg, int header_shift, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
+          int64_t b0) {
   constexpr int kCB = kNib ? kCodeBytes / 2 : kCodeBytes;
   const __m512i nib_mask = _mm512_set1_epi8(0x0F);
-  __m512 f[T];
+  __m512 f[G][T];
   const int8_t* xq[T];
   const float* dx[T];
   const float* ds[T];
   const int32_t* corr[T];
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
-    f[t] = _mm512_load_ps(acc + 16 * t);
+#pragma GCC unroll 2
+    for (int g = 0; g < G; ++g) f[g][t] = _mm512_load_ps(tg.acc[g] + 16 * t);
     xq[t] = a.q + (t0 + t) * a.cols + b0 * 32;
     dx[t] = a.d + (t0 + t) * a.nb + b0;
     ds[t] = a.ds + (t0 + t) * a.nb + b0;
     corr[t] = a.corr + ((t0 + t) * a.nb + b0) * kSubs;
   }
   for (int64_t b = 0; b < nbc; ++b) {
-    const uint8_t* pb = panel + b * stride;
-    const uint8_t* params = pb + kCB;
-    const uint8_t* header = HeaderOf(headers, b, header_shift);
+    const uint8_t* pb[G];
+    const uint8_t* header[G];
+#pragma GCC unroll 2
+    for (int g = 0; g < G; ++g) {
+      pb[g] = tg.panel[g] + b * stride;
+      header[g] = HeaderOf(tg.headers[g], b, header_shift);
+    }
     // The next chunk's lines, a block's share at a time, so the loads stream while the products run.
-    for (int64_t i = pf_lines * b / nbc; i < pf_lines * (b + 1) / nbc; ++i)
-      _mm_prefetch(reinterpret_cast<const char*>(pf + i * 64), _MM_HINT_T0);
+#pragma GCC unroll 2
+    for (int r = 0; r < G; ++r) {
+      for (int64_t i = tg.pf_lines[r] * b / nbc; i < tg.pf_lines[r] * (b + 1) / nbc; ++i)
+        _mm_prefetch(reinterpret_cast<const char*>(tg.pf[r] + i * 64), _MM_HINT_T0);
+    }
 #pragma GCC unroll 2
     for (int s = 0; s < kSubs; ++s) {
       // With one or two tokens the 8 vpdpbusd per block would form one dependent chain per token, bound by
       // the instruction's latency: split into two chains (even and odd j) summed at the end; int32 sums are
       // exact, so the block dot is unchanged.
       constexpr int kChains = T <= 2 ? 2 : 1;
-      __m512i ia[T], ib[T];
+      __m512i ia[G][T], ib[G][T];
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
-        ia[t] = _mm512_set1_epi32(corr[t][b * kSubs + s]);
-        ib[t] = _mm512_setzero_si512();
+        const __m512i c = _mm512_set1_epi32(corr[t][b * kSubs + s]);
+#pragma GCC unroll 2
+        for (int g = 0; g < G; ++g) {
+          ia[g][t] = c;
+          ib[g][t] = _mm512_setzero_si512();
+        }
       }
 #pragma GCC unroll 8
       for (int j = s * (8 / kSubs); j < (s + 1) * (8 / kSubs); ++j) {
-        __m512i wj;
-        if constexpr (kNib) {
-          const __m512i v = _mm512_loadu_si512(pb + 64 * (j & 3));
-          wj = _mm512_and_si512(j < 4 ? v : _mm512_srli_epi16(v, 4), nib_mask);
-        } else {
-          wj = _mm512_loadu_si512(pb + 64 * j);
+        __m512i wj[G];
+#pragma GCC unroll 2
+        for (int g = 0; g < G; ++g) {
+          if constexpr (kNib) {
+            const __m512i v = _mm512_loadu_si512(pb[g] + 64 * (j & 3));
+            wj[g] = _mm512_and_si512(j < 4 ? v : _mm512_srli_epi16(v, 4), nib_mask);
+          } else {
+            wj[g] = _mm512_loadu_si512(pb[g] + 64 * j);
+          }
         }
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
-          if (kChains == 2 && (j & 1)) {
-            ib[t] = _mm512_dpbusd_epi32(ib[t], wj, Bcast4(xq[t] + b * 32 + 4 * j));
-          } else {
-            ia[t] = _mm512_dpbusd_epi32(ia[t], wj, Bcast4(xq[t] + b * 32 + 4 * j));
+          const __m512i x = Bcast4(xq[t] + b * 32 + 4 * j);
+#pragma GCC unroll 2
+          for (int g = 0; g < G; ++g) {
+            if (kChains == 2 && (j & 1)) {
+              ib[g][t] = _mm512_dpbusd_epi32(ib[g][t], wj[g], x);
+            } else {
+              ia[g][t] = _mm512_dpbusd_epi32(ia[g][t], wj[g], x);
+            }
           }
         }
       }
       if constexpr (kChains == 2) {
 #pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) ia[t] = _mm512_add_epi32(ia[t], ib[t]);
+        for (int t = 0; t < T; ++t)
+#pragma GCC unroll 2
+          for (int g = 0; g < G; ++g) ia[g][t] = _mm512_add_epi32(ia[g][t], ib[g][t]);
       }
-      const __m512 scale = LoadParams<kPk>(params, s, header);
+      __m512 scale[G];
+#pragma GCC unroll 2
+      for (int g = 0; g < G; ++g) scale[g] = LoadParams<kPk>(pb[g] + kCB, s, header[g]);
 #pragma GCC unroll 16
-      for (int t = 0; t < T; ++t)
-        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), _mm512_mul_ps(scale, _mm512_set1_ps(dx[t][b])), f[t]);
+      for (int t = 0; t < T; ++t) {
+        const __m512 dxt = _mm512_set1_ps(dx[t][b]);
+#pragma GCC unroll 2
+        for (int g = 0; g < G; ++g)
+          f[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][t]), _mm512_mul_ps(scale[g], dxt), f[g][t]);
+      }
     }
     if constexpr (kBias) {
-      const __m512 bias = LoadParams<kPk>(params, 1, header);
+      __m512 bias[G];
+#pragma GCC unroll 2
+      for (int g = 0; g < G; ++g) bias[g] = LoadParams<kPk>(pb[g] + kCB, 1, header[g]);
 #pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) f[t] = _mm512_fmadd_ps(bias, _mm512_set1_ps(ds[t][b]), f[t]);
+      for (int t = 0; t < T; ++t) {
+        const __m512 dst = _mm512_set1_ps(ds[t][b]);
+#pragma GCC unroll 2
+        for (int g = 0; g < G; ++g) f[g][t] = _mm512_fmadd_ps(bias[g], dst, f[g][t]);
+      }
     }
   }
 #pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) _mm512_store_ps(acc + 16 * t, f[t]);
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 2
+    for (int g = 0; g < G; ++g) _mm512_store_ps(tg.acc[g] + 16 * t, f[g][t]);
 }
 
-template <int kSubs, bool kBias, bool kNib, ParamKind kPk, int... Ts>
-void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, const uint8_t* headers,
-                 int header_shift, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0,
-                 float* acc, const uint8_t* pf, int64_t pf_lines) {
-  using Fn = void (*)(const uint8_t*, const uint8_t*, int, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t,
-                      float*, const uint8_t*, int64_t);
-  static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kNib, kPk>...};
-  kTiles[tt - 1](panel, headers, header_shift, stride, nbc, a, t0, b0, acc, pf, pf_lines);
+template <int G, int kSubs, bool kBias, bool kNib, ParamKind kPk, int... Ts>
+void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const TileGroups<G>& tg, int header_shift, int64_t stride,
+                 int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0) {
+  using Fn = void (*)(const TileGroups<G>&, int, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t);
+  static constexpr Fn kTiles[] = {&Tile<Ts + 1, G, kSubs, kBias, kNib, kPk>...};
+  kTiles[tt - 1](tg, header_shift, stride, nbc, a, t0, b0);
 }
 
-// Tile for tt (1..kTokTile) tokens.
-template <int kSubs, bool kBias, bool kNib = false, ParamKind kPk = ParamKind::kF32>
-void RunTile(int tt, const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
-             int64_t b0, float* acc, const uint8_t* headers = nullptr, int header_shift = 0,
-             const uint8_t* pf = nullptr, int64_t pf_lines = 0) {
-  RunTileImpl<kSubs, kBias, kNib, kPk>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, headers, header_shift,
-                                       stride, nbc, a, t0, b0, acc, pf, pf_lines);
+// Tokens per register tile: 8 for one row group (8 int32 + 8 f32 accumulators), 4 for two (16 + 16 registers).
+template <int G>
+constexpr int kTokTileOf = G == 1 ? 8 : 6;
+constexpr int kTokTile = kTokTileOf<1>;
+
+// Tile for tt (1..kTokTileOf<G>) tokens.
+template <int G, int kSubs, bool kBias, bool kNib = false, ParamKind kPk = ParamKind::kF32>
+void RunTile(int tt, const TileGroups<G>& tg, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
+             int64_t b0, int header_shift = 0) {
+  RunTileImpl<G, kSubs, kBias, kNib, kPk>(tt, std::make_integer_sequence<int, kTokTileOf<G>>{}, tg, header_shift,
+                                          stride, nbc, a, t0, b0);
 }
 
 // QuantizeActs, 32 values per two zmm: the same operations per value as the scalar version (max of |x| is
@@ -369,8 +420,8 @@ void QuantizeActsAvx512(const float* x, int64_t t0, int64_t t1, int code_offset,
 
 size_t PanelBytes() { return kChunkBlocks * (kCodeBytes + 64 * 2); }
 
-size_t ScratchBytes(int64_t n_tokens, int64_t /*cols*/) {
-  return PanelBytes() + static_cast<size_t>(std::min<int64_t>(n_tokens, kTokBlock)) * 64 + 64;
+size_t ScratchBytes(int64_t n_tokens, int64_t /*cols*/) {  // the panel, then two row groups' accumulators
+  return PanelBytes() + 2 * static_cast<size_t>(std::min<int64_t>(n_tokens, kTokBlock)) * 64 + 64;
 }
 
 int CodeOffset(const MatrixView& w, QFormat fmt) { return CodeOffsetOf<false>(w, fmt); }
@@ -414,12 +465,13 @@ void QuantRowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8
   float* acc = reinterpret_cast<float*>(scratch + PanelBytes());
   const bool stream = StreamOutput(args);
   auto tile = [&](int tt, int64_t nbc, int64_t t0, int64_t b0, float* ac) {
+    const TileGroups<1> tg{{panel}, {nullptr}, {ac}};
     if (fmt == QFormat::kQ6_K) {
-      RunTile<2, false>(tt, panel, stride, nbc, a, t0, b0, ac);
+      RunTile<1, 2, false>(tt, tg, stride, nbc, a, t0, b0);
     } else if (HasBias(fmt)) {
-      RunTile<1, true>(tt, panel, stride, nbc, a, t0, b0, ac);
+      RunTile<1, 1, true>(tt, tg, stride, nbc, a, t0, b0);
     } else {
-      RunTile<1, false>(tt, panel, stride, nbc, a, t0, b0, ac);
+      RunTile<1, 1, false>(tt, tg, stride, nbc, a, t0, b0);
     }
   };
   for (int64_t tb0 = 0; tb0 < n_tokens; tb0 += kTokBlock) {
@@ -587,42 +639,83 @@ void Pack(const MatrixView& w, QFormat fmt, uint8_t* out) {
   WithUnpacker<false>(w, fmt, [&](auto u) { PackT<decltype(u)>(w, fmt, out); });
 }
 
-// QuantRowsT's loop nest over the packed panels (row_begin is a multiple of kRows).
+// The packed rows of one task: where group g (rows 16g..16g + 15) and its chunks lie.
+struct PackedTask {
+  const uint8_t* packed;
+  int64_t nb, pstride, header_bytes, group_bytes;
+  int64_t row_end, g_end;   // one past the task's last row, and its last group
+  const uint8_t* task_end;  // one past its bytes
+  int shift;
+
+  const uint8_t* Group(int64_t g) const { return packed + g * group_bytes; }
+  // Where chunk b0 of group g starts: at its headers when it is the group's first chunk (they precede its blocks).
+  const uint8_t* ChunkStart(int64_t g, int64_t b0) const {
+    return b0 == 0 ? Group(g) : Group(g) + header_bytes + b0 * pstride;
+  }
+};
+
+// Row groups g0..g0 + G - 1 for tokens [tb0, tb0 + nt): each chunk of blocks through all token tiles, then the rows
+// stored. acc holds each group's accumulators, nt x 16 floats apart.
+template <int G, int kSubs, bool kBias, bool kNib, ParamKind kPk>
+void PackedGroupsPass(const QuantArgs& args, const PackedTask& pt, int64_t g0, int64_t tb0, int64_t nt, float* acc,
+                      bool stream) {
+  constexpr int kTile = kTokTileOf<G>;
+  const int64_t nb = pt.nb, n_tiles = (nt + kTile - 1) / kTile;
+  const int64_t pf_bytes = kChunkBlocks * pt.pstride + GroupHeaderBytes(kPk, kChunkBlocks, pt.shift);
+  std::memset(acc, 0, static_cast<size_t>(G * nt) * 64);
+  for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
+    const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
+    TileGroups<G> tg;
+    for (int g = 0; g < G; ++g) {
+      tg.panel[g] = pt.Group(g0 + g) + pt.header_bytes + b0 * pt.pstride;
+      tg.headers[g] = HasHeaders(kPk) ? HeaderOf(pt.Group(g0 + g), b0, pt.shift) : nullptr;
+    }
+    // The chunks the next pass reads (these groups' next chunks, or the next groups' first ones): prefetched a
+    // block's share at a time through the first token tile (the later tiles read this chunk from L1), not in one
+    // burst that fills the miss queue.
+    const bool last = b0 + kChunkBlocks >= nb;
+    for (int g = 0; g < G; ++g) {
+      const int64_t next = last ? g0 + G + g : g0 + g;
+      if (next >= pt.g_end) break;
+      tg.pf[g] = pt.ChunkStart(next, last ? 0 : b0 + kChunkBlocks);
+      tg.pf_lines[g] = std::max<int64_t>(0, std::min<int64_t>(pf_bytes, pt.task_end - tg.pf[g])) / 64;
+    }
+    for (int64_t k = 0; k < n_tiles; ++k) {
+      const int64_t t0 = tb0 + k * kTile;
+      for (int g = 0; g < G; ++g) tg.acc[g] = acc + (g * nt + t0 - tb0) * 16;
+      RunTile<G, kSubs, kBias, kNib, kPk>(static_cast<int>(std::min<int64_t>(kTile, tb0 + nt - t0)), tg, pt.pstride,
+                                          nbc, *args.acts, t0, b0, pt.shift);
+      if (k == 0) tg.pf_lines[0] = tg.pf_lines[1] = 0;
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const int64_t r0 = (g0 + g) * kRows;
+    Avx512StoreRows(args, acc + g * nt * 16, tb0, nt, r0, static_cast<int>(std::min<int64_t>(kRows, pt.row_end - r0)),
+                    stream);
+  }
+}
+
+// QuantRowsT's loop nest over the packed panels (row_begin is a multiple of kRows), two row groups at a time
+// (TileGroups; a task's odd last group alone) where the tokens fill a two-group tile.
 template <int kSubs, bool kBias, bool kNib, ParamKind kPk>
 void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
   const MatrixView& w = *args.w;
-  const QuantizedActs& a = *args.acts;
-  const int64_t nb = a.nb, n_tokens = a.n_tokens, pstride = PackedStride(w, args.fmt);
+  const int64_t nb = args.acts->nb, n_tokens = args.acts->n_tokens, pstride = PackedStride(w, args.fmt);
   float* acc = reinterpret_cast<float*>(scratch + PanelBytes());
   const bool stream = StreamOutput(args);
-  const int shift = HeaderShift(w, args.fmt);
-  const int64_t header_bytes = HeaderBytes(w, args.fmt);
-  const uint8_t* task_end = PackedGroupAt(w.packed, (row_end + kRows - 1) / kRows, nb, pstride, header_bytes).headers;
+  PackedTask pt{w.packed, nb, pstride, HeaderBytes(w, args.fmt), 0, row_end, (row_end + kRows - 1) / kRows, nullptr,
+                HeaderShift(w, args.fmt)};
+  pt.group_bytes = pt.header_bytes + nb * pstride;
+  pt.task_end = pt.Group(pt.g_end);
   for (int64_t tb0 = 0; tb0 < n_tokens; tb0 += kTokBlock) {
     const int64_t nt = std::min<int64_t>(kTokBlock, n_tokens - tb0);
-    const int64_t n_tiles = (nt + kTokTile - 1) / kTokTile;
-    for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
-      const int nrows = static_cast<int>(std::min<int64_t>(kRows, row_end - r0));
-      const PackedGroup group = PackedGroupAt(w.packed, r0 / kRows, nb, pstride, header_bytes);
-      std::memset(acc, 0, static_cast<size_t>(nt) * 64);
-      for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
-        const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
-        const uint8_t* panel = group.blocks + b0 * pstride;
-        const uint8_t* headers = HasHeaders(kPk) ? HeaderOf(group.headers, b0, shift) : nullptr;
-        // The next chunk's bytes follow this one's (after the last chunk of a group: the next group's headers, then
-        // its blocks): prefetched a block's share at a time through the first token tile (the later tiles read this
-        // chunk from L1), not in one burst that fills the miss queue.
-        const uint8_t* pf = panel + nbc * pstride;
-        const int64_t pf_bytes = kChunkBlocks * pstride + GroupHeaderBytes(kPk, kChunkBlocks, shift);
-        const int64_t pf_lines = std::max<int64_t>(0, std::min<int64_t>(pf_bytes, task_end - pf)) / 64;
-        for (int64_t k = 0; k < n_tiles; ++k) {
-          const int64_t t0 = tb0 + k * kTokTile;
-          RunTile<kSubs, kBias, kNib, kPk>(static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0)), panel, pstride,
-                                           nbc, a, t0, b0, acc + (t0 - tb0) * 16, headers, shift, pf,
-                                           k == 0 ? pf_lines : 0);
-        }
+    const int pair = nt >= kTokTileOf<2> ? 2 : 1;  // fewer tokens: one group's tile, with two chains per token
+    for (int64_t g0 = row_begin / kRows; g0 < pt.g_end; g0 += pair) {
+      if (pair == 2 && g0 + 1 < pt.g_end) {
+        PackedGroupsPass<2, kSubs, kBias, kNib, kPk>(args, pt, g0, tb0, nt, acc, stream);
+      } else {
+        PackedGroupsPass<1, kSubs, kBias, kNib, kPk>(args, pt, g0, tb0, nt, acc, stream);
       }
-      Avx512StoreRows(args, acc, tb0, nt, r0, nrows, stream);
     }
   }
 }

@@ -442,7 +442,7 @@ void MatMulGroupedGather(std::span<const MatMulGroupOut> outs, const float* x, i
   }
 
   // Row-group tasks over all the products, about threads * 8 of them in all (weighted by tokens, so an expert with
-  // many tokens is cut finer), claimed dynamically.
+  // many tokens is cut finer; whole pairs of groups where the kernel tiles pairs), claimed dynamically.
   struct Task {
     int out;
     int64_t r0, r1;
@@ -457,7 +457,8 @@ void MatMulGroupedGather(std::span<const MatMulGroupOut> outs, const float* x, i
     const MatMulGroupOut& o = outs[i];
     if (o.w->rows <= 0 || o.n_tokens <= 0) continue;
     const int64_t groups = (o.w->rows + rg - 1) / rg;
-    const int64_t per_task = std::max<int64_t>(1, per_task_work / o.n_tokens);
+    int64_t per_task = std::max<int64_t>(1, per_task_work / o.n_tokens);
+    if (packed[i] && k->pair_tokens > 0 && o.n_tokens >= k->pair_tokens) per_task += per_task & 1;
     for (int64_t g0 = 0; g0 < groups; g0 += per_task)
       task_list.push_back(Task{static_cast<int>(i), g0 * rg, std::min(o.w->rows, std::min(groups, g0 + per_task) * rg)});
   }

@@ -128,6 +128,9 @@ struct IsaKernels {
   size_t (*packed_bytes)(const MatrixView& w, QFormat fmt) = nullptr;
   void (*pack)(const MatrixView& w, QFormat fmt, uint8_t* out) = nullptr;
   void (*quant_rows_packed)(const QuantArgs& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) = nullptr;
+  // From this many tokens quant_rows_packed tiles two row groups at a time (0: never), so a task's groups are best
+  // whole pairs: an odd one left over runs at the one-group tile's speed.
+  int pair_tokens = 0;
 };
 
 // The bf16 kernels' activations: token tiles of 16 rows, each 32-column block of a tile 1 KiB together (16 rows x 64

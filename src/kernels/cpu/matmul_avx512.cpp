@@ -862,7 +862,7 @@ int64_t Avx512PackedHeaderBytes(const MatrixView& w, QFormat fmt) { return Heade
 
 const IsaKernels* Avx512Kernels() {
   static const IsaKernels k{kRows,      &CodeOffset, &ScratchBytes, &QuantizeActsAvx512, &QuantRows,
-                            &FloatRows, &PackedBytes, &Pack,         &QuantRowsPacked};
+                            &FloatRows, &PackedBytes, &Pack,         &QuantRowsPacked,    kTokTileOf<2>};
   return &k;
 }
 

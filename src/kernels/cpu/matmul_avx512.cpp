@@ -220,14 +220,14 @@ inline __m512i Bcast4(const int8_t* p) {
 
 // The row groups of one register tile (G of them, 16 rows each) over the same chunk of blocks: each group's panel,
 // its chunk's first header (the kinds with headers; null otherwise) and its f32 accumulators ([token][16], carried
-// across chunks). `pf`/`pf_lines`: lines to prefetch while the tile runs, a block's share at a time, up to two ranges.
+// across chunks). `pf`/`pf_lines`: lines to prefetch while the tile runs, a block's share at a time, one range a group.
 template <int G>
 struct TileGroups {
   const uint8_t* panel[G];
   const uint8_t* headers[G];
   float* acc[G];
-  const uint8_t* pf[2] = {nullptr, nullptr};
-  int64_t pf_lines[2] = {0, 0};
+  const uint8_t* pf[G] = {};
+  int64_t pf_lines[G] = {};
 };
 
 // One register tile: G x 16 rows x T tokens over the chunk's nbc blocks. kSubs: int sums per block (2 for Q6_K);
@@ -354,7 +354,7 @@ void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const TileGroups<G>&
   kTiles[tt - 1](tg, header_shift, stride, nbc, a, t0, b0);
 }
 
-// Tokens per register tile: 8 for one row group (8 int32 + 8 f32 accumulators), 4 for two (16 + 16 registers).
+// Tokens per register tile: 8 for one row group (8 int32 + 8 f32 accumulators), 6 for two (12 + 12 registers).
 template <int G>
 constexpr int kTokTileOf = G == 1 ? 8 : 6;
 constexpr int kTokTile = kTokTileOf<1>;
@@ -642,15 +642,16 @@ void Pack(const MatrixView& w, QFormat fmt, uint8_t* out) {
 // The packed rows of one task: where group g (rows 16g..16g + 15) and its chunks lie.
 struct PackedTask {
   const uint8_t* packed;
-  int64_t nb, pstride, header_bytes, group_bytes;
+  int64_t nb, pstride, header_bytes;
   int64_t row_end, g_end;   // one past the task's last row, and its last group
   const uint8_t* task_end;  // one past its bytes
   int shift;
 
-  const uint8_t* Group(int64_t g) const { return packed + g * group_bytes; }
+  PackedGroup Group(int64_t g) const { return PackedGroupAt(packed, g, nb, pstride, header_bytes); }
   // Where chunk b0 of group g starts: at its headers when it is the group's first chunk (they precede its blocks).
   const uint8_t* ChunkStart(int64_t g, int64_t b0) const {
-    return b0 == 0 ? Group(g) : Group(g) + header_bytes + b0 * pstride;
+    const PackedGroup pg = Group(g);
+    return b0 == 0 ? pg.headers : pg.blocks + b0 * pstride;
   }
 };
 
@@ -667,8 +668,9 @@ void PackedGroupsPass(const QuantArgs& args, const PackedTask& pt, int64_t g0, i
     const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
     TileGroups<G> tg;
     for (int g = 0; g < G; ++g) {
-      tg.panel[g] = pt.Group(g0 + g) + pt.header_bytes + b0 * pt.pstride;
-      tg.headers[g] = HasHeaders(kPk) ? HeaderOf(pt.Group(g0 + g), b0, pt.shift) : nullptr;
+      const PackedGroup pg = pt.Group(g0 + g);
+      tg.panel[g] = pg.blocks + b0 * pt.pstride;
+      tg.headers[g] = HasHeaders(kPk) ? HeaderOf(pg.headers, b0, pt.shift) : nullptr;
     }
     // The chunks the next pass reads (these groups' next chunks, or the next groups' first ones): prefetched a
     // block's share at a time through the first token tile (the later tiles read this chunk from L1), not in one
@@ -685,7 +687,7 @@ void PackedGroupsPass(const QuantArgs& args, const PackedTask& pt, int64_t g0, i
       for (int g = 0; g < G; ++g) tg.acc[g] = acc + (g * nt + t0 - tb0) * 16;
       RunTile<G, kSubs, kBias, kNib, kPk>(static_cast<int>(std::min<int64_t>(kTile, tb0 + nt - t0)), tg, pt.pstride,
                                           nbc, *args.acts, t0, b0, pt.shift);
-      if (k == 0) tg.pf_lines[0] = tg.pf_lines[1] = 0;
+      if (k == 0) std::fill_n(tg.pf_lines, G, 0);
     }
   }
   for (int g = 0; g < G; ++g) {
@@ -703,10 +705,9 @@ void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end,
   const int64_t nb = args.acts->nb, n_tokens = args.acts->n_tokens, pstride = PackedStride(w, args.fmt);
   float* acc = reinterpret_cast<float*>(scratch + PanelBytes());
   const bool stream = StreamOutput(args);
-  PackedTask pt{w.packed, nb, pstride, HeaderBytes(w, args.fmt), 0, row_end, (row_end + kRows - 1) / kRows, nullptr,
+  PackedTask pt{w.packed, nb, pstride, HeaderBytes(w, args.fmt), row_end, (row_end + kRows - 1) / kRows, nullptr,
                 HeaderShift(w, args.fmt)};
-  pt.group_bytes = pt.header_bytes + nb * pstride;
-  pt.task_end = pt.Group(pt.g_end);
+  pt.task_end = pt.Group(pt.g_end).headers;
   for (int64_t tb0 = 0; tb0 < n_tokens; tb0 += kTokBlock) {
     const int64_t nt = std::min<int64_t>(kTokBlock, n_tokens - tb0);
     const int pair = nt >= kTokTileOf<2> ? 2 : 1;  // fewer tokens: one group's tile, with two chains per token

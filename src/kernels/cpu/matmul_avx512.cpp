@@ -236,7 +236,8 @@ struct TileGroups {
 // parameters are stored (packed_params-inl.h; panels built per call hold f32).
 // Two groups share each broadcast of a token's 4 activation bytes (and of its scales): broadcasts are loads, and the
 // load ports, not the multiplies, bound a 16-row tile (one broadcast per vpdpbusd). Each output's operations are the
-// same whatever G and T: they only change which register holds its accumulator.
+// same whatever G and T: they only change which register holds its accumulator. The first chunk (b0 == 0) starts
+// the accumulators at zero in registers, so the callers need not clear `acc` (a memset a pass: ~1.5% of a step).
 template <int T, int G, int kSubs, bool kBias, bool kNib, ParamKind kPk>
 void Tile(const TileGroups<G>& tg, int header_shift, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
           int64_t b0) {
@@ -250,7 +251,7 @@ void Tile(const TileGroups<G>& tg, int header_shift, int64_t stride, int64_t nbc
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
 #pragma GCC unroll 2
-    for (int g = 0; g < G; ++g) f[g][t] = _mm512_load_ps(tg.acc[g] + 16 * t);
+    for (int g = 0; g < G; ++g) f[g][t] = b0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(tg.acc[g] + 16 * t);
     xq[t] = a.q + (t0 + t) * a.cols + b0 * 32;
     dx[t] = a.d + (t0 + t) * a.nb + b0;
     ds[t] = a.ds + (t0 + t) * a.nb + b0;
@@ -481,7 +482,6 @@ void QuantRowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8
       const int nrows = static_cast<int>(std::min<int64_t>(kRows, row_end - r0));
       const uint8_t* rows[kRows];
       for (int i = 0; i < kRows; ++i) rows[i] = w.Row(r0 + std::min(i, nrows - 1));
-      std::memset(acc, 0, static_cast<size_t>(nt) * 64);
       for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
         const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
         BuildPanel<U>(w, fmt, rows, r0, nrows, b0, nbc, panel);
@@ -663,7 +663,6 @@ void PackedGroupsPass(const QuantArgs& args, const PackedTask& pt, int64_t g0, i
   constexpr int kTile = kTokTileOf<G>;
   const int64_t nb = pt.nb, n_tiles = (nt + kTile - 1) / kTile;
   const int64_t pf_bytes = kChunkBlocks * pt.pstride + GroupHeaderBytes(kPk, kChunkBlocks, pt.shift);
-  std::memset(acc, 0, static_cast<size_t>(G * nt) * 64);
   for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
     const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
     TileGroups<G> tg;

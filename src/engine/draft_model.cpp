@@ -55,20 +55,9 @@ std::vector<int32_t> DraftModel::Run() {
   batch_.positions = positions_;
   batch_.slot_mapping = slots_;
   batch_.logits_indices = logits_indices_;
-  const size_t vocab = static_cast<size_t>(model_->config().vocab);
-  logits_.resize(logits_indices_.size() * vocab);
-  model_->Forward(batch_, kv_storage_, logits_.data(), pool_);
+  // The draft's tokens are its greedy picks: only each row's argmax comes back (MatMulArgMax), no logits.
   std::vector<int32_t> greedy(logits_indices_.size());
-  auto argmax = [&](int64_t i, int) {
-    const float* row = logits_.data() + static_cast<size_t>(i) * vocab;
-    greedy[static_cast<size_t>(i)] = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
-  };
-  // Over a large vocabulary (151,936 entries a row) the rows split across threads; a small one is not worth waking them.
-  if (greedy.size() * vocab >= (size_t{1} << 18)) {
-    pool_->ParallelFor(static_cast<int64_t>(greedy.size()), argmax);
-  } else {
-    for (size_t i = 0; i < greedy.size(); ++i) argmax(static_cast<int64_t>(i), 0);
-  }
+  model_->ForwardArgMax(batch_, kv_storage_, greedy.data(), pool_);
   return greedy;
 }
 

@@ -64,7 +64,6 @@ class DraftModel {
   ForwardBatch batch_;
   std::vector<int32_t> tokens_, positions_, logits_indices_;
   std::vector<int64_t> slots_;
-  std::vector<float> logits_;
 };
 
 }  // namespace parallm

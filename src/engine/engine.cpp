@@ -188,6 +188,16 @@ std::vector<SampleResult> Engine::SampleWithDraft(Request& r, std::span<float> r
   return results;
 }
 
+std::vector<SampleResult> Engine::ArgMaxWithDraft(const Request& r, std::span<const int32_t> picks, int32_t num_draft) {
+  // SampleWithDraft where every SampleNext is its row's argmax (Request::PicksArgMax).
+  std::vector<SampleResult> results;
+  for (int32_t j = 0; j <= num_draft; ++j) {
+    results.push_back(SampleResult{picks[static_cast<size_t>(j)], 0.0f, {}});
+    if (j == num_draft || results.back().token != r.draft_tokens[static_cast<size_t>(j)]) break;
+  }
+  return results;
+}
+
 std::vector<RequestOutput> Engine::Step() {
   if (drafter_ != nullptr) ProposeWithDraftModel();
   const auto step_start = std::chrono::steady_clock::now();
@@ -205,7 +215,6 @@ std::vector<RequestOutput> Engine::Step() {
   };
   std::vector<Gain> gains;  // one per sampling request
   if (!out.empty()) {
-    std::vector<float>& logits = runner_.Execute(out);
     const size_t vocab = static_cast<size_t>(model_.config().vocab);
     std::vector<const ScheduledRequest*> sampling;
     std::vector<size_t> first_row;  // each sampling request's first logits row: one, plus one per draft token
@@ -216,21 +225,31 @@ std::vector<RequestOutput> Engine::Step() {
         row += 1 + static_cast<size_t>(s.num_draft_tokens);
       }
     // A request about to fork its n - 1 copies needs its row as the model gave it: samplers work in place.
+    auto forks = [](const Request& r) { return r.params.n > 1 && r.parent_id == 0 && r.num_output_tokens() == 0; };
     std::vector<std::vector<float>> fork_rows(sampling.size());
-    for (size_t i = 0; i < sampling.size(); ++i) {
-      const Request& r = *sampling[i]->request;
-      if (r.params.n > 1 && r.parent_id == 0 && r.num_output_tokens() == 0)
-        fork_rows[i].assign(logits.begin() + static_cast<std::ptrdiff_t>(first_row[i] * vocab),
-                            logits.begin() + static_cast<std::ptrdiff_t>((first_row[i] + 1) * vocab));
-    }
-    // Each request samples from its own rows with its own RNG: in parallel, and the same on any thread.
     sampled.resize(sampling.size());
-    pool_.ParallelFor(static_cast<int64_t>(sampling.size()), [&](int64_t i, int) {
-      const ScheduledRequest& s = *sampling[static_cast<size_t>(i)];
-      std::span<float> rows(logits.data() + first_row[static_cast<size_t>(i)] * vocab,
-                            (1 + static_cast<size_t>(s.num_draft_tokens)) * vocab);
-      sampled[static_cast<size_t>(i)] = SampleWithDraft(*s.request, rows, s.num_draft_tokens);
-    });
+    if (std::all_of(sampling.begin(), sampling.end(), [&](const ScheduledRequest* s) {
+          return s->request->PicksArgMax() && !forks(*s->request);
+        })) {
+      // Every pick is the argmax of a raw row: the model hands those over, and the logits are never stored.
+      const std::vector<int32_t>& picks = runner_.ExecuteArgMax(out);
+      for (size_t i = 0; i < sampling.size(); ++i)
+        sampled[i] = ArgMaxWithDraft(*sampling[i]->request, std::span<const int32_t>(picks).subspan(first_row[i]),
+                                     sampling[i]->num_draft_tokens);
+    } else {
+      std::vector<float>& logits = runner_.Execute(out);
+      for (size_t i = 0; i < sampling.size(); ++i)
+        if (forks(*sampling[i]->request))
+          fork_rows[i].assign(logits.begin() + static_cast<std::ptrdiff_t>(first_row[i] * vocab),
+                              logits.begin() + static_cast<std::ptrdiff_t>((first_row[i] + 1) * vocab));
+      // Each request samples from its own rows with its own RNG: in parallel, and the same on any thread.
+      pool_.ParallelFor(static_cast<int64_t>(sampling.size()), [&](int64_t i, int) {
+        const ScheduledRequest& s = *sampling[static_cast<size_t>(i)];
+        std::span<float> rows(logits.data() + first_row[static_cast<size_t>(i)] * vocab,
+                              (1 + static_cast<size_t>(s.num_draft_tokens)) * vocab);
+        sampled[static_cast<size_t>(i)] = SampleWithDraft(*s.request, rows, s.num_draft_tokens);
+      });
+    }
     for (size_t i = 0; i < sampling.size(); ++i) {
       const Request& r = *sampling[i]->request;
       RequestOutput o{r.id, r.parent_id, r.choice_index, {}, {}, false, nullptr};

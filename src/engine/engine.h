@@ -91,6 +91,8 @@ class Engine {
   // Samples one token from `rows` (one row), or with a draft of num_draft tokens (num_draft + 1 rows) the
   // accepted draft tokens and the token after them.
   std::vector<SampleResult> SampleWithDraft(Request& r, std::span<float> rows, int32_t num_draft);
+  // The same for a request that picks the argmax of each row (Request::PicksArgMax), from the rows' argmax `picks`.
+  static std::vector<SampleResult> ArgMaxWithDraft(const Request& r, std::span<const int32_t> picks, int32_t num_draft);
   // n > 1: forks copies 1..n-1 of `parent`, whose prompt was just computed; `logits` is its row.
   // With a draft model: the proposals of the requests that decode this step, before Schedule takes them.
   void ProposeWithDraftModel();

@@ -1,4 +1,4 @@
-// ModelRunner: SchedulerOutput -> ForwardBatch -> logits.
+// ModelRunner: SchedulerOutput -> ForwardBatch -> logits (or, for greedy steps, their argmax).
 #include "engine/model_runner.h"
 
 #include "util/check.h"
@@ -13,6 +13,20 @@ ModelRunner::ModelRunner(Model& model, PagedKvStorage& kv_storage, const KVCache
 }
 
 std::vector<float>& ModelRunner::Execute(const SchedulerOutput& out) {
+  const ForwardBatch batch = BuildBatch(out);
+  logits_.resize(logits_indices_.size() * static_cast<size_t>(model_.config().vocab));
+  if (!tokens_.empty()) model_.Forward(batch, kv_storage_, logits_.data(), pool_, state_);
+  return logits_;
+}
+
+const std::vector<int32_t>& ModelRunner::ExecuteArgMax(const SchedulerOutput& out) {
+  const ForwardBatch batch = BuildBatch(out);
+  argmax_.resize(logits_indices_.size());
+  if (!tokens_.empty()) model_.ForwardArgMax(batch, kv_storage_, argmax_.data(), pool_, state_);
+  return argmax_;
+}
+
+ForwardBatch ModelRunner::BuildBatch(const SchedulerOutput& out) {
   tokens_.clear();
   positions_.clear();
   slots_.clear();
@@ -43,9 +57,7 @@ std::vector<float>& ModelRunner::Execute(const SchedulerOutput& out) {
   batch.positions = positions_;
   batch.slot_mapping = slots_;
   batch.logits_indices = logits_indices_;
-  logits_.resize(logits_indices_.size() * static_cast<size_t>(model_.config().vocab));
-  if (!tokens_.empty()) model_.Forward(batch, kv_storage_, logits_.data(), pool_, state_);
-  return logits_;
+  return batch;
 }
 
 }  // namespace parallm

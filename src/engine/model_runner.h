@@ -21,6 +21,9 @@ class ModelRunner {
   // Logits [number of sampling requests, vocab], in the order they appear in `out.scheduled`. The caller may
   // modify them (samplers work in place); they are overwritten by the next Execute.
   std::vector<float>& Execute(const SchedulerOutput& out);
+  // Execute for a step whose every sampling request picks greedily from its raw logits: the index of each row's
+  // largest logit (ArgMax's), in the same order; the logits are never stored. Overwritten by the next call.
+  const std::vector<int32_t>& ExecuteArgMax(const SchedulerOutput& out);
 
  private:
   Model& model_;
@@ -28,8 +31,11 @@ class ModelRunner {
   const KVCacheManager& kv_manager_;
   ThreadPool* pool_;
   SsmStateStorage* state_;
+  // The step's flat batch, viewing the vectors below.
+  ForwardBatch BuildBatch(const SchedulerOutput& out);
+
   // Reused across steps.
-  std::vector<int32_t> tokens_, positions_, logits_indices_;
+  std::vector<int32_t> tokens_, positions_, logits_indices_, argmax_;
   std::vector<int64_t> slots_;
   std::vector<float> logits_;
 };

@@ -33,6 +33,12 @@ Request::Request(RequestId id_in, std::vector<int32_t> prompt_in, SamplingParams
   if (params.grammar) matcher = std::make_unique<structured::GrammarMatcher>(params.grammar);
 }
 
+bool Request::PicksArgMax() const {
+  const SamplingParams& p = params;
+  return p.temperature <= 0.0f && matcher == nullptr && p.logit_bias.empty() && p.repetition_penalty == 1.0f &&
+         p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f && p.logprobs < 0;
+}
+
 SampleResult Request::SampleNext(std::span<float> logits) { return SampleNext(logits, output()); }
 
 SampleResult Request::SampleNext(std::span<float> logits, std::span<const int32_t> output) {

@@ -76,6 +76,10 @@ struct Request {
   // The same, for the token after `output` (the output so far plus draft tokens accepted earlier in this step).
   SampleResult SampleNext(std::span<float> logits, std::span<const int32_t> output);
 
+  // Whether SampleNext is ArgMax of the raw logits and nothing more: greedy, no grammar, no logit bias, no penalties,
+  // no logprobs. A step of such requests only needs each row's argmax (ModelRunner::ExecuteArgMax).
+  bool PicksArgMax() const;
+
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
   std::span<const int32_t> prompt() const { return std::span<const int32_t>(tokens).first(static_cast<size_t>(num_prompt_tokens)); }

@@ -41,49 +41,6 @@ Status SamplingParams::Validate(int32_t vocab_size) const {
   return Status::Ok();
 }
 
-// One pass: each lane keeps the largest value it has seen and the index where it first saw it (a strictly greater
-// value replaces it, so ties keep the earlier index and NaNs are never taken), in two 16-float GCC vectors a step
-// (one AVX-512 register each in the AVX-512 clone, SSE or NEON quarters elsewhere). Every index belongs to one lane,
-// so the answer is the smallest index among the lanes holding the largest value: the plain scan's, ties to the
-// first index. A greedy step at 64 sequences runs this over 64 rows of 151,936 logits.
-PARALLM_CLONES int32_t ArgMax(std::span<const float> logits) {
-  typedef float Vec __attribute__((vector_size(64)));
-  typedef int32_t IVec __attribute__((vector_size(64)));
-  constexpr int kLanes = 16;
-  const size_t n = logits.size();
-  if (n == 0) return 0;
-  PARALLM_CHECK(n <= static_cast<size_t>(INT32_MAX));
-  const float first = logits[0];
-  Vec m[2] = {Vec{} + first, Vec{} + first};
-  IVec at[2] = {IVec{}, IVec{}};
-  IVec index = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  size_t i = 0;
-  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
-    for (int h = 0; h < 2; ++h) {
-      Vec x;
-      std::memcpy(&x, logits.data() + i + h * kLanes, sizeof(x));
-      const IVec greater = x > m[h];
-      m[h] = greater ? x : m[h];
-      at[h] = greater ? index : at[h];
-      index += kLanes;
-    }
-  }
-  float best = first;
-  int32_t best_at = 0;
-  for (int h = 0; h < 2; ++h)
-    for (int j = 0; j < kLanes; ++j)
-      if (m[h][j] > best || (m[h][j] == best && at[h][j] < best_at)) {
-        best = m[h][j];
-        best_at = at[h][j];
-      }
-  for (; i < n; ++i)
-    if (logits[i] > best) {
-      best = logits[i];
-      best_at = static_cast<int32_t>(i);
-    }
-  return best_at;  // a NaN first entry is never replaced: as the plain scan, index 0
-}
-
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
 
 namespace {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/sampling_params.h"
+#include "kernels/ops.h"  // ArgMax: the greedy pick
 
 namespace parallm {
 
@@ -47,8 +48,5 @@ class Sampler {
 
 // Sets the logits of the tokens whose bit in `allowed` is clear (and of all ids past its end) to -inf.
 void ApplyTokenMask(std::span<float> logits, std::span<const uint32_t> allowed);
-
-// Greedy ties go to the lowest id, so greedy decoding is deterministic.
-int32_t ArgMax(std::span<const float> logits);
 
 }  // namespace parallm

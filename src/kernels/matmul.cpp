@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/ops.h"
 #include "util/check.h"
 #include "util/zeroed_pages.h"
 
@@ -306,8 +308,74 @@ void MatMulGrouped(std::span<const MatMulGroupOut> outs, const float* x, int64_t
   MatMulGroupedGather(outs, x, x_rows, nullptr, x_rows, pool);
 }
 
+namespace {
+
+thread_local Scratch t_chunk;  // MatMulArgMax: a task's chunk of outputs
+
+// MatMulArgMax's reduction, carried through GroupedGather's tasks: each task multiplies its rows a chunk at a time into
+// its thread's buffer (small enough to stay in L2) and scans each token's part there; the tasks' winners then merge
+// in row order.
+struct ArgMaxRows {
+  float softcap = 0;
+  int64_t chunk_rows = 0;     // a multiple of two row groups, so a chunk keeps the kernel's pairs of groups
+  std::vector<float> best;    // [task][token]: the task's largest output (a first chunk starts from row 0's)
+  std::vector<int64_t> at;    // [task][token]: its row, or -1 while the task has taken none
+};
+
+// MatMulGroupedGather, or with `argmax` (one product, no gather, a quantized matrix on a kernel path) its reduction.
+void GroupedGather(std::span<const MatMulGroupOut> outs, const float* x, int64_t x_rows, const int32_t* gather,
+                   int64_t n_rows, ThreadPool* pool, ArgMaxRows* argmax);
+
+}  // namespace
+
 void MatMulGroupedGather(std::span<const MatMulGroupOut> outs, const float* x, int64_t x_rows, const int32_t* gather,
                          int64_t n_rows, ThreadPool* pool) {
+  GroupedGather(outs, x, x_rows, gather, n_rows, pool, nullptr);
+}
+
+void MatMulArgMax(const MatrixView& w, const float* x, int64_t n_tokens, float softcap, int32_t* argmax,
+                  ThreadPool* pool) {
+  if (n_tokens <= 0 || w.rows <= 0) return;
+  const mm::IsaKernels* k = KernelsFor(ActiveIsa());
+  mm::QFormat fmt;
+  if (k == nullptr || !mm::QuantFormatOf(w, &fmt)) {
+    // Paths without the int8 kernels (the scalar twin, float weights): every output, then the scan.
+    thread_local std::vector<float> t_y;
+    std::vector<float>& y = t_y;
+    y.resize(static_cast<size_t>(n_tokens * w.rows));
+    MatMul(w, x, n_tokens, y.data(), w.rows, pool);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const std::span<float> row(y.data() + t * w.rows, static_cast<size_t>(w.rows));
+      if (softcap > 0) SoftCap(row.data(), w.rows, softcap);
+      argmax[t] = ArgMax(row);
+    }
+    return;
+  }
+  ArgMaxRows r;
+  r.softcap = softcap;
+  const int64_t pair = 2 * k->row_group;
+  r.chunk_rows = std::max<int64_t>(1, (int64_t{256} << 10) / (4 * n_tokens) / pair) * pair;  // ~256 KiB of outputs
+  const MatMulGroupOut out{&w, 0, n_tokens, nullptr, w.rows};
+  GroupedGather(std::span<const MatMulGroupOut>(&out, 1), x, n_tokens, nullptr, n_tokens, pool, &r);
+  const size_t n_tasks = r.best.size() / static_cast<size_t>(n_tokens);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float best = r.best[static_cast<size_t>(t)];  // task 0: rows from 0, as the plain scan starts
+    int64_t at = r.at[static_cast<size_t>(t)];
+    for (size_t task = 1; task < n_tasks; ++task) {
+      const size_t i = task * static_cast<size_t>(n_tokens) + static_cast<size_t>(t);
+      if (r.best[i] > best) {  // strictly: ties stay with the lower rows, and a NaN row 0 is never replaced
+        best = r.best[i];
+        at = r.at[i];
+      }
+    }
+    argmax[t] = static_cast<int32_t>(at);
+  }
+}
+
+namespace {
+
+void GroupedGather(std::span<const MatMulGroupOut> outs, const float* x, int64_t x_rows, const int32_t* gather,
+                   int64_t n_rows, ThreadPool* pool, ArgMaxRows* argmax) {
   if (outs.empty() || n_rows <= 0) return;
   const int64_t cols = outs[0].w->cols;
   for (const MatMulGroupOut& o : outs)
@@ -464,6 +532,11 @@ void MatMulGroupedGather(std::span<const MatMulGroupOut> outs, const float* x, i
   }
   const std::vector<Task>& tl = task_list;
   const size_t scratch_bytes = k->scratch_bytes(max_tokens, cols);
+  if (argmax != nullptr) {
+    PARALLM_CHECK(n_outs == 1 && gather == nullptr && quant[0] && act_of[0] >= 0);
+    argmax->best.assign(tl.size() * static_cast<size_t>(max_tokens), -INFINITY);
+    argmax->at.assign(argmax->best.size(), -1);
+  }
   ParallelTasks(pool, static_cast<int64_t>(tl.size()), [&](int64_t t, int) {
     const Task& task = tl[static_cast<size_t>(t)];
     const size_t i = static_cast<size_t>(task.out);
@@ -472,9 +545,36 @@ void MatMulGroupedGather(std::span<const MatMulGroupOut> outs, const float* x, i
       return;
     }
     auto rows = packed[i] ? k->quant_rows_packed : k->quant_rows;
-    rows(qargs[i], task.r0, task.r1, t_scratch.Get(scratch_bytes));
+    uint8_t* scratch = t_scratch.Get(scratch_bytes);
+    if (argmax == nullptr) {
+      rows(qargs[i], task.r0, task.r1, scratch);
+      return;
+    }
+    const int64_t nt = outs[i].n_tokens, chunk = argmax->chunk_rows;
+    float* buf = reinterpret_cast<float*>(t_chunk.Get(static_cast<size_t>(nt * chunk) * sizeof(float)));
+    float* best = argmax->best.data() + t * nt;
+    int64_t* at = argmax->at.data() + t * nt;
+    for (int64_t c0 = task.r0; c0 < task.r1; c0 += chunk) {
+      const int64_t c1 = std::min(task.r1, c0 + chunk);
+      mm::QuantArgs a = qargs[i];
+      // The kernels write row r of token t at y[t * y_stride + r]: rows [c0, c1) land at buf[t * chunk + r - c0].
+      a.y = reinterpret_cast<float*>(reinterpret_cast<uintptr_t>(buf) - static_cast<uintptr_t>(c0) * sizeof(float));
+      a.y_stride = chunk;
+      rows(a, c0, c1, scratch);
+      for (int64_t tok = 0; tok < nt; ++tok) {
+        float* row = buf + tok * chunk;
+        if (argmax->softcap > 0) SoftCap(row, c1 - c0, argmax->softcap);
+        if (c0 == 0) {  // the plain scan starts at row 0's value
+          best[tok] = row[0];
+          at[tok] = 0;
+        }
+        ScanMax(row, c1 - c0, c0, &best[tok], &at[tok]);
+      }
+    }
   });
 }
+
+}  // namespace
 
 namespace {
 

@@ -97,6 +97,13 @@ void MatMulGrouped(std::span<const MatMulGroupOut> outs, const float* x, int64_t
 void MatMulGroupedGather(std::span<const MatMulGroupOut> outs, const float* x, int64_t x_rows, const int32_t* gather,
                          int64_t n_rows, ThreadPool* pool);
 
+// Greedy decoding's LM head: argmax[t] = the row r of w with the largest Y[t, r] (after `softcap` > 0:
+// cap * tanh(Y / cap), as SoftCap), ties to the lowest r and NaN never taken, exactly ArgMax over MatMul's row. Y's
+// values are MatMul's bits, but a task computes its rows a chunk at a time into a buffer that stays in cache and
+// scans them there, so the [n_tokens, w.rows] outputs (64 sequences' logits over a 152k vocabulary: 39 MB a step)
+// are never written to memory nor read back.
+void MatMulArgMax(const MatrixView& w, const float* x, int64_t n_tokens, float softcap, int32_t* argmax,
+                  ThreadPool* pool);
 // Repacks w once, at load, into the layout of the path MatMul uses on this CPU (BestSupportedIsa), so MatMul
 // no longer rebuilds its panels on every call; sets w->packed / w->packed_isa and returns the owner of the
 // bytes (keep it alive as long as w), or null where that path does not repack this matrix (float weights,

@@ -82,7 +82,8 @@ struct QuantArgs {
 // Whether a call's outputs are large enough to bypass the caches (the LM head's logits: tokens x 151936 floats,
 // written once and read much later): its full, aligned lines then go straight to memory.
 inline bool StreamOutput(const QuantArgs& a) {
-  return static_cast<double>(a.acts->n_tokens) * static_cast<double>(a.w->rows) * 4 > 16e6;
+  // Rows up to y_stride: MatMulArgMax's chunks of a wide matrix go to a small buffer that must stay in cache.
+  return static_cast<double>(a.acts->n_tokens) * static_cast<double>(std::min(a.w->rows, a.y_stride)) * 4 > 16e6;
 }
 struct FloatArgs {
   const MatrixView* w = nullptr;

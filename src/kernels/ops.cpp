@@ -4,9 +4,12 @@
 
 #include "kernels/fast_exp.h"
 #include "kernels/target_clones.h"
+#include "util/check.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstring>
 
 namespace parallm {
 
@@ -38,8 +41,17 @@ void RopeInvFreqs(int rotary_dim, float theta, const float* freq_factors, float*
   }
 }
 
-void ApplyRope(float* q, int n_q_heads, float* k, int n_k_heads, int head_dim, int rotary_dim, int64_t position,
-               const float* inv_freq, RopeStyle style) {
+void RopeCosSin(int rotary_dim, int64_t position, const float* inv_freq, float* cos_sin) {
+  const int half = rotary_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(position) * inv_freq[i];
+    cos_sin[i] = static_cast<float>(std::cos(angle));
+    cos_sin[half + i] = static_cast<float>(std::sin(angle));
+  }
+}
+
+void ApplyRope(float* q, int n_q_heads, float* k, int n_k_heads, int head_dim, int rotary_dim, const float* cos_sin,
+               RopeStyle style) {
   const int half = rotary_dim / 2;
   auto rotate = [&](float* x, int n_heads, int a, int b, float c, float s) {
     for (int h = 0; h < n_heads; ++h) {
@@ -50,11 +62,7 @@ void ApplyRope(float* q, int n_q_heads, float* k, int n_k_heads, int head_dim, i
     }
   };
   for (int i = 0; i < half; ++i) {
-    // Angles in double: positions reach 1e5+ and f32 angle error would grow with them. Once for q and k: the sin
-    // and cos were ~1% of a prefill when each computed its own.
-    const double angle = static_cast<double>(position) * inv_freq[i];
-    const float c = static_cast<float>(std::cos(angle));
-    const float s = static_cast<float>(std::sin(angle));
+    const float c = cos_sin[i], s = cos_sin[half + i];
     const int a = style == RopeStyle::kInterleaved ? 2 * i : i;
     const int b = style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
     rotate(q, n_q_heads, a, b, c, s);
@@ -149,6 +157,59 @@ void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 }  // namespace ref
+
+// One pass: each lane keeps the largest value it has seen and the index where it first saw it (a strictly greater
+// value replaces it, so ties keep the earlier index and NaNs are never taken), in two 16-float GCC vectors a step
+// (one AVX-512 register each in the AVX-512 clone, SSE or NEON quarters elsewhere). Every index belongs to one lane,
+// so the scan's answer is the smallest index among the lanes holding the largest value, if that beats *best. A
+// greedy step at 64 sequences runs this over 64 rows of 151,936 logits (or over their chunks, MatMulArgMax).
+PARALLM_CLONES void ScanMax(const float* x, int64_t n, int64_t base, float* best, int64_t* at) {
+  typedef float Vec __attribute__((vector_size(64)));
+  typedef int32_t IVec __attribute__((vector_size(64)));
+  constexpr int kLanes = 16;
+  PARALLM_CHECK(n >= 0 && n <= INT32_MAX);
+  const float start = *best;
+  Vec m[2] = {Vec{} + start, Vec{} + start};  // a lane still at `start` took nothing (only greater values enter)
+  IVec lane_at[2] = {IVec{}, IVec{}};
+  IVec index = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  int64_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    for (int h = 0; h < 2; ++h) {
+      Vec v;
+      std::memcpy(&v, x + i + h * kLanes, sizeof(v));
+      const IVec greater = v > m[h];
+      m[h] = greater ? v : m[h];
+      lane_at[h] = greater ? index : lane_at[h];
+      index += kLanes;
+    }
+  }
+  float b = start;
+  int64_t b_at = *at;
+  bool taken = false;
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < kLanes; ++j)
+      if (m[h][j] > b || (taken && m[h][j] == b && base + lane_at[h][j] < b_at)) {
+        b = m[h][j];
+        b_at = base + lane_at[h][j];
+        taken = true;
+      }
+  for (; i < n; ++i)
+    if (x[i] > b) {
+      b = x[i];
+      b_at = base + i;
+    }
+  *best = b;
+  *at = b_at;
+}
+
+int32_t ArgMax(std::span<const float> logits) {
+  if (logits.empty()) return 0;
+  PARALLM_CHECK(logits.size() <= static_cast<size_t>(INT32_MAX));
+  float best = logits[0];
+  int64_t at = 0;
+  ScanMax(logits.data(), static_cast<int64_t>(logits.size()), 0, &best, &at);
+  return static_cast<int32_t>(at);
+}
 
 void SoftCap(float* x, int64_t n, float cap) {
   for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);

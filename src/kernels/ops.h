@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 namespace parallm {
 
@@ -18,10 +19,15 @@ enum class RopeStyle { kInterleaved, kHalf };
 // Llama-3 scaling is expressed as such divisors, as in GGUF rope_freqs.weight).
 void RopeInvFreqs(int rotary_dim, float theta, const float* freq_factors, float* inv_freq /* rotary_dim/2 */);
 
+// RoPE's angles at `position`: cos_sin[i] = cos(position * inv_freq[i]) and cos_sin[rotary_dim / 2 + i] = its sin,
+// for i < rotary_dim / 2, each angle in double (positions reach 1e5+ and an f32 angle's error grows with them). A
+// step computes them once per token, not once per layer.
+void RopeCosSin(int rotary_dim, int64_t position, const float* inv_freq, float* cos_sin /* rotary_dim */);
+
 // Rotates each of the `n_q_heads` query heads and `n_k_heads` key heads (head_dim apart; k may be null) of one
-// token at `position`, in place.
-void ApplyRope(float* q, int n_q_heads, float* k, int n_k_heads, int head_dim, int rotary_dim, int64_t position,
-               const float* inv_freq, RopeStyle style);
+// token by the angles of RopeCosSin, in place.
+void ApplyRope(float* q, int n_q_heads, float* k, int n_k_heads, int head_dim, int rotary_dim, const float* cos_sin,
+               RopeStyle style);
 
 // out[i] = silu(gate[i]) * up[i]; out may alias gate or up. Vectorized with a polynomial exp (kernels/fast_exp.h).
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
@@ -32,6 +38,15 @@ void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
 
 // Soft-capping in place: x[i] = cap * tanh(x[i] / cap) (Gemma 2's final logits).
 void SoftCap(float* x, int64_t n, float cap);
+
+// Continues the plain scan for the largest value over x[0, n): each value strictly greater than *best replaces it
+// and *at becomes base + its index, so ties keep the earlier index and NaNs are never taken (a NaN *best is never
+// replaced). Consecutive calls over the parts of a row give what one call over the whole row gives.
+void ScanMax(const float* x, int64_t n, int64_t base, float* best, int64_t* at);
+
+// The index of the largest logit, ties to the lowest (greedy decoding is deterministic): the plain scan from index 0,
+// whose NaN is never replaced.
+int32_t ArgMax(std::span<const float> logits);
 
 // In-place softmax of n values.
 void Softmax(float* x, int64_t n);

@@ -229,9 +229,8 @@ class Model::Ops final : public LayerOps {
         RmsNorm(qt, lw.q_norm.data(), c_.rms_eps, c_.n_heads, c_.head_dim, qt);
         RmsNorm(kt, lw.k_norm.data(), c_.rms_eps, c_.n_kv_heads, c_.head_dim, kt);
       }
-      const int64_t pos = batch_.positions[static_cast<size_t>(t)];
-      const float* inv_freq = m_.InvFreqFor(batch_, t, layer);
-      if (rope) ApplyRope(qt, c_.n_heads, kt, c_.n_kv_heads, c_.head_dim, rot, pos, inv_freq, c_.rope_style);
+      if (rope) ApplyRope(qt, c_.n_heads, kt, c_.n_kv_heads, c_.head_dim, rot, m_.RopeCosSinFor(batch_, t, layer),
+                          c_.rope_style);
       if (mscale != 1.0f) {  // LongRoPE's attention factor scales the rotated dims (cos and sin) of q and k
         ScaleRotated(qt, c_.n_heads, c_.head_dim, rot, mscale);
         ScaleRotated(kt, c_.n_kv_heads, c_.head_dim, rot, mscale);
@@ -450,8 +449,28 @@ const float* Model::InvFreqFor(const ForwardBatch& batch, int64_t t, int layer) 
   return inv_freq_.data();
 }
 
+const float* Model::RopeCosSinFor(const ForwardBatch& batch, int64_t t, int layer) const {
+  const float* f = InvFreqFor(batch, t, layer);
+  const int64_t set = f == inv_freq_.data() ? 0 : f == inv_freq_local_.data() ? 1 : 2;
+  return rope_cs_.data() + (set * batch.num_tokens() + t) * loaded_.config.rotary();
+}
+
 void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits, ThreadPool* pool,
                     SsmStateStorage* state) {
+  const ModelConfig& c = loaded_.config;
+  const int64_t n_out = RunToHead(batch, kv, pool, state);
+  if (n_out == 0) return;
+  MatMul(loaded_.weights.output, xn_.data(), n_out, logits, c.vocab, pool);
+  if (c.final_softcap > 0) SoftCap(logits, n_out * c.vocab, c.final_softcap);
+}
+
+void Model::ForwardArgMax(const ForwardBatch& batch, PagedKvStorage& kv, int32_t* argmax, ThreadPool* pool,
+                          SsmStateStorage* state) {
+  const int64_t n_out = RunToHead(batch, kv, pool, state);
+  if (n_out > 0) MatMulArgMax(loaded_.weights.output, xn_.data(), n_out, loaded_.config.final_softcap, argmax, pool);
+}
+
+int64_t Model::RunToHead(const ForwardBatch& batch, PagedKvStorage& kv, ThreadPool* pool, SsmStateStorage* state) {
   const ModelConfig& c = loaded_.config;
   const ModelWeights& w = loaded_.weights;
   const int64_t T = batch.num_tokens();
@@ -473,6 +492,16 @@ void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits
     const SequenceSlice& seq = batch.sequences[s];
     PARALLM_CHECK(seq.token_begin >= 0 && seq.token_begin + seq.num_tokens <= T);
     for (int32_t i = 0; i < seq.num_tokens; ++i) token_seq_[static_cast<size_t>(seq.token_begin + i)] = static_cast<int32_t>(s);
+  }
+  if (!c.hybrid()) {  // RoPE's angles, once a step for every layer (Nemotron-H's attention has no RoPE)
+    const int64_t rot = c.rotary();
+    Resize(rope_cs_, 3 * T * rot);
+    const std::vector<float>* sets[] = {&inv_freq_, &inv_freq_local_, &inv_freq_long_};
+    for (int64_t set = 0; set < 3; ++set)
+      if (!sets[set]->empty())
+        for (int64_t t = 0; t < T; ++t)
+          RopeCosSin(static_cast<int>(rot), batch.positions[static_cast<size_t>(t)], sets[set]->data(),
+                     rope_cs_.data() + (set * T + t) * rot);
   }
   const float embed_scale = c.EmbedScale();
   for (int64_t t = 0; t < T; ++t) {
@@ -508,14 +537,12 @@ void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits
 
   // Only the requested tokens go through the final norm and the LM head (the largest matrix).
   const int64_t n_out = static_cast<int64_t>(batch.logits_indices.size());
-  if (n_out == 0) return;
   for (int64_t i = 0; i < n_out; ++i) {
     int32_t t = batch.logits_indices[static_cast<size_t>(i)];
     PARALLM_CHECK(t >= 0 && t < T);
     RmsNorm(x_.data() + t * H, w.output_norm.data(), c.rms_eps, 1, H, xn_.data() + i * H);
   }
-  MatMul(w.output, xn_.data(), n_out, logits, c.vocab, pool);
-  if (c.final_softcap > 0) SoftCap(logits, n_out * c.vocab, c.final_softcap);
+  return n_out;
 }
 
 // The runs of a sequence's first n tokens of the step (its bf16 prompt rows) for PromptAttention: one per KV head, or,

@@ -52,9 +52,17 @@ class Model {
   // a slot is reset when its sequence's first new token is at position 0.
   void Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits, ThreadPool* pool,
                SsmStateStorage* state = nullptr);
+  // Forward for greedy decoding: writes each output row's argmax ([logits_indices.size()]: the index of its largest
+  // logit, ties to the lowest, exactly ArgMax over Forward's row) instead of the logits, which are never stored
+  // (MatMulArgMax).
+  void ForwardArgMax(const ForwardBatch& batch, PagedKvStorage& kv, int32_t* argmax, ThreadPool* pool,
+                     SsmStateStorage* state = nullptr);
 
  private:
   class Ops;  // the LayerOps a step's layers run on (decoder.cpp)
+
+  // Forward up to the LM head: every layer, then the final norm of the output rows into xn_; returns their number.
+  int64_t RunToHead(const ForwardBatch& batch, PagedKvStorage& kv, ThreadPool* pool, SsmStateStorage* state);
 
   // The KV storage layer of attention layer `layer`: itself, or for hybrid models its rank among the attention
   // layers (the Mamba, MLP and expert layers keep no KV).
@@ -62,6 +70,8 @@ class Model {
 
   // The RoPE frequencies token t rotates with in `layer` (Gemma 3's local base, Phi-3's long factors).
   const float* InvFreqFor(const ForwardBatch& batch, int64_t t, int layer) const;
+  // Its angles' cos and sin (RopeCosSin), from the step's table.
+  const float* RopeCosSinFor(const ForwardBatch& batch, int64_t t, int layer) const;
   void Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, ThreadPool* pool);
   void AddPromptRuns(const ForwardBatch& batch, const SequenceSlice& seq, int32_t n, int n_kv_heads, int n_threads);
 
@@ -71,6 +81,9 @@ class Model {
   // [rotary_dim / 2] each: the global layers' frequencies (Phi-3: the short factors), the windowed layers' (Gemma 3;
   // empty otherwise) and Phi-3's long ones (empty otherwise).
   std::vector<float> inv_freq_, inv_freq_local_, inv_freq_long_;
+  // The step's RoPE angles (RopeCosSin) of every token for each of those sets (an empty set's part unused):
+  // [3][num_tokens][rotary_dim], computed once a step rather than once a layer.
+  std::vector<float> rope_cs_;
   // Scratch, sized per call to the batch: [num_tokens, width] each.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;
   std::vector<int32_t> token_seq_;  // sequence index of each token

@@ -126,6 +126,31 @@ INSTANTIATE_TEST_SUITE_P(
                                      }()}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// Steps whose requests all pick greedily without logprobs take only each row's argmax from the model (the logits are
+// never stored); with logprobs the same requests take the full logits path: the tokens are the same, on a Q8_0 model
+// and on Gemma 2 (its final soft-cap applied chunk by chunk before the pick).
+TEST(Engine, GreedyStepsWithoutLogitsGiveTheLogitsPathsTokens) {
+  for (const auto& [name, options] :
+       {std::pair{"qwen2_q8_0", testing::TinyModelOptions{Arch::kQwen2, ModelFormat::kGguf, DType::kQ8_0}},
+        std::pair{"gemma2_q8_0", testing::TinyModelOptions{Arch::kGemma2, ModelFormat::kGguf, DType::kQ8_0}}}) {
+    auto model = testing::TinyModel(options, name);
+    ASSERT_NE(model, nullptr);
+    ASSERT_TRUE(std::string(name) != "gemma2_q8_0" || model->config().final_softcap > 0);
+    const auto prompts = RandomPrompts(40, 3, 30, model->config().vocab, 17);
+    LLM llm(std::move(model), SmallConfig());
+    SamplingParams greedy;
+    greedy.max_tokens = 10;
+    greedy.ignore_eos = true;
+    SamplingParams with_logprobs = greedy;
+    with_logprobs.logprobs = 0;
+    auto fast = llm.Generate(prompts, {greedy});
+    auto full = llm.Generate(prompts, {with_logprobs});
+    ASSERT_TRUE(fast.ok() && full.ok());
+    EXPECT_EQ(Ids(*fast), Ids(*full)) << name;
+    llm.engine().CheckIntegrity();
+  }
+}
+
 // A model windowed on every layer (Mistral-style, window 12) releases blocks behind the window: requests far longer
 // than the whole cache (10 blocks of 16 = 160 slots) run, chunked and batched, and give exactly the tokens they give
 // with a cache large enough to keep everything.

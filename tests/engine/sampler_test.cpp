@@ -109,7 +109,8 @@ TEST(SamplingParams, ValidateNamesTheField) {
   EXPECT_TRUE(SamplingParams{}.Validate(10).ok());
 }
 
-// ArgMax's lane-wise search against a plain scan: ties go to the first index, NaNs are skipped unless first.
+// ArgMax's lane-wise search against a plain scan: ties go to the first index, NaNs are skipped unless first; and
+// ScanMax continued over two parts of a row gives the same.
 TEST(Sampler, ArgMaxEqualsAPlainScan) {
   auto plain = [](std::span<const float> v) {
     int32_t best = 0;
@@ -126,6 +127,15 @@ TEST(Sampler, ArgMaxEqualsAPlainScan) {
       if (trial == 4 && n > 3) v[n / 2] = std::nanf("");
       if (trial == 5) v[0] = std::nanf("");
       EXPECT_EQ(ArgMax(v), plain(v)) << "n " << n << " trial " << trial;
+      // ScanMax over parts, as MatMulArgMax's chunks run it: from row 0's value, the parts in order.
+      for (size_t cut : {size_t{1}, n / 3, n / 2 + 5}) {
+        if (cut == 0 || cut >= n) continue;
+        float best = v[0];
+        int64_t at = 0;
+        ScanMax(v.data(), static_cast<int64_t>(cut), 0, &best, &at);
+        ScanMax(v.data() + cut, static_cast<int64_t>(n - cut), static_cast<int64_t>(cut), &best, &at);
+        EXPECT_EQ(at, plain(v)) << "n " << n << " trial " << trial << " cut " << cut;
+      }
     }
   }
 }

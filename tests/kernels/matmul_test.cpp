@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -363,6 +364,55 @@ TEST_F(MatMulTest, RepackedEqualsRefEveryPath) {
   if (BestSupportedIsa() == IsaPath::kAvx512 || BestSupportedIsa() == IsaPath::kAmx ||
       BestSupportedIsa() == IsaPath::kNeon) {
     EXPECT_GT(packed_count, 0);
+  }
+}
+
+// MatMulArgMax (greedy decoding's LM head, a chunk of rows at a time): on every path, packed or not, on one thread and
+// two, each token's pick equals ArgMax over MatMul's row, through several chunks and tasks (2,900 rows), with and
+// without a soft-cap; and with the first token's winning row copied to a lower row and to the last one (GGML types),
+// the tie goes to the lower row across chunks and tasks.
+TEST_F(MatMulTest, ArgMaxEqualsArgMaxOfTheOutputs) {
+  ThreadPool pool(2);
+  std::vector<IsaPath> paths = FastPaths();
+  paths.push_back(IsaPath::kScalar);
+  const int64_t rows = 2900;
+  for (const WType& t : AllTypes()) {
+    const int64_t cols = std::max<int64_t>(t.ColAlign(), 32) * 2;
+    std::vector<int64_t> token_counts = {1, 7, 64};
+    if (t.dtype == DType::kQ8_0 && !t.mlx) token_counts.push_back(300);
+    for (int64_t n : token_counts) {
+      for (bool ties : {false, true}) {
+        if (ties && (t.mlx || !t.Quantized())) continue;
+        Weights w = MakeWeights(t, rows, cols, 51);
+        const std::vector<float> x = MakeActs(n, cols, 52);
+        std::vector<float> y(static_cast<size_t>(n * rows));
+        if (ties) {
+          ref::MatMul(w.view, x.data(), 1, y.data(), rows, nullptr);
+          const int64_t win = ArgMax(std::span<const float>(y.data(), static_cast<size_t>(rows)));
+          for (int64_t to : {win / 2, rows - 1})
+            std::memcpy(w.data.data() + to * w.view.row_bytes, w.data.data() + win * w.view.row_bytes, w.view.row_bytes);
+        }
+        MatrixView v = w.view;
+        const auto owner = RepackForKernels(&v, nullptr);
+        for (IsaPath isa : paths) {
+          ForceIsa(isa);
+          for (float softcap : {0.0f, 3.0f}) {
+            MatMul(v, x.data(), n, y.data(), rows, nullptr);
+            std::vector<int32_t> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), -1);
+            for (int64_t i = 0; i < n; ++i) {
+              float* row = y.data() + i * rows;
+              if (softcap > 0) SoftCap(row, rows, softcap);
+              want[static_cast<size_t>(i)] = ArgMax(std::span<const float>(row, static_cast<size_t>(rows)));
+            }
+            for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+              MatMulArgMax(v, x.data(), n, softcap, got.data(), p);
+              EXPECT_EQ(got, want) << t.Name() << " " << IsaName(isa) << " n=" << n << " softcap " << softcap
+                                   << (ties ? " ties" : "") << (p ? " 2 threads" : "");
+            }
+          }
+        }
+      }
+    }
   }
 }
 

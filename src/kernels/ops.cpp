@@ -50,24 +50,39 @@ void RopeCosSin(int rotary_dim, int64_t position, const float* inv_freq, float* 
   }
 }
 
-void ApplyRope(float* q, int n_q_heads, float* k, int n_k_heads, int head_dim, int rotary_dim, const float* cos_sin,
-               RopeStyle style) {
-  const int half = rotary_dim / 2;
-  auto rotate = [&](float* x, int n_heads, int a, int b, float c, float s) {
-    for (int h = 0; h < n_heads; ++h) {
-      float* head = x + static_cast<int64_t>(h) * head_dim;
-      const float x0 = head[a], x1 = head[b];
-      head[a] = x0 * c - x1 * s;
-      head[b] = x0 * s + x1 * c;
+namespace {
+
+// One head's rotation: head by head and pair by pair, so the pairs of a head vectorize (kHalf's halves are contiguous;
+// the interleaved pairs load strided). Each value's operations (a product, a product, a difference or a sum; no
+// contraction in this file) are the same in every lane and in the scalar tail.
+inline __attribute__((always_inline)) void RotateHeads(float* x, int n_heads, int head_dim, int half,
+                                                       const float* __restrict cs, const float* __restrict sn,
+                                                       RopeStyle style) {
+  for (int h = 0; h < n_heads; ++h) {
+    float* __restrict head = x + static_cast<int64_t>(h) * head_dim;
+    if (style == RopeStyle::kHalf) {
+      for (int i = 0; i < half; ++i) {
+        const float x0 = head[i], x1 = head[half + i];
+        head[i] = x0 * cs[i] - x1 * sn[i];
+        head[half + i] = x0 * sn[i] + x1 * cs[i];
+      }
+    } else {
+      for (int i = 0; i < half; ++i) {
+        const float x0 = head[2 * i], x1 = head[2 * i + 1];
+        head[2 * i] = x0 * cs[i] - x1 * sn[i];
+        head[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+      }
     }
-  };
-  for (int i = 0; i < half; ++i) {
-    const float c = cos_sin[i], s = cos_sin[half + i];
-    const int a = style == RopeStyle::kInterleaved ? 2 * i : i;
-    const int b = style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
-    rotate(q, n_q_heads, a, b, c, s);
-    if (k != nullptr) rotate(k, n_k_heads, a, b, c, s);
   }
+}
+
+}  // namespace
+
+PARALLM_CLONES void ApplyRope(float* q, int n_q_heads, float* k, int n_k_heads, int head_dim, int rotary_dim,
+                              const float* cos_sin, RopeStyle style) {
+  const int half = rotary_dim / 2;
+  RotateHeads(q, n_q_heads, head_dim, half, cos_sin, cos_sin + half, style);
+  if (k != nullptr) RotateHeads(k, n_k_heads, head_dim, half, cos_sin, cos_sin + half, style);
 }
 
 // 16 values at a time with the polynomial exp, so the loop vectorizes (std::exp is a call per value: a batched

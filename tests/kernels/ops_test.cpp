@@ -1,6 +1,6 @@
 // Elementwise kernels against their scalar twins: the polynomial exp stays within a few ulp of std::exp over
 // the range activations take, SiluMul and GeluTanhMul match their twins on ragged lengths, in place too, and
-// SoftCap bends large values only.
+// SoftCap bends large values only; RoPE rotates each pair by its position's angles.
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -124,6 +124,53 @@ TEST(SoftCap, BendsLargeValuesOnly) {
   EXPECT_LT(x[2], 30.0f);
   EXPECT_GT(x[3], -30.0f);
   EXPECT_NEAR(x[4], 30.0f * std::tanh(1.0f), 1e-5f);
+}
+
+// RoPE: RopeCosSin's angles are cos and sin of position * inv_freq in double, and ApplyRope rotates each pair of every
+// q and k head by them (both pair layouts, partial rotary dims, halves that are not a multiple of a vector), leaving
+// the dims past rotary_dim alone; against the rotation in double, to a few f32 roundings.
+TEST(Rope, RotatesEveryPairByTheAnglesOfItsPosition) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  struct Case {
+    int head_dim, rotary_dim;
+  };
+  for (const Case c : {Case{64, 64}, Case{128, 128}, Case{96, 40}, Case{80, 80}}) {
+    for (RopeStyle style : {RopeStyle::kHalf, RopeStyle::kInterleaved}) {
+      const int half = c.rotary_dim / 2, n_q = 3, n_k = 2;
+      std::vector<float> inv_freq(static_cast<size_t>(half));
+      RopeInvFreqs(c.rotary_dim, 10000.0f, nullptr, inv_freq.data());
+      const int64_t position = 70001;
+      std::vector<float> cs(static_cast<size_t>(c.rotary_dim));
+      RopeCosSin(c.rotary_dim, position, inv_freq.data(), cs.data());
+      for (int i = 0; i < half; ++i) {
+        const double angle = static_cast<double>(position) * inv_freq[static_cast<size_t>(i)];
+        ASSERT_EQ(cs[static_cast<size_t>(i)], static_cast<float>(std::cos(angle)));
+        ASSERT_EQ(cs[static_cast<size_t>(half + i)], static_cast<float>(std::sin(angle)));
+      }
+      std::vector<float> q(static_cast<size_t>(n_q * c.head_dim)), k(static_cast<size_t>(n_k * c.head_dim));
+      for (float& v : q) v = dist(rng);
+      for (float& v : k) v = dist(rng);
+      const std::vector<float> q0 = q, k0 = k;
+      ApplyRope(q.data(), n_q, k.data(), n_k, c.head_dim, c.rotary_dim, cs.data(), style);
+      auto check = [&](const std::vector<float>& before, const std::vector<float>& after, int n_heads) {
+        for (int h = 0; h < n_heads; ++h) {
+          const float* x = before.data() + h * c.head_dim;
+          const float* y = after.data() + h * c.head_dim;
+          for (int i = 0; i < half; ++i) {
+            const int a = style == RopeStyle::kHalf ? i : 2 * i, b = style == RopeStyle::kHalf ? i + half : 2 * i + 1;
+            const double cd = cs[static_cast<size_t>(i)], sd = cs[static_cast<size_t>(half + i)];
+            const double tol = 4e-7 * (std::fabs(x[a]) + std::fabs(x[b]));
+            EXPECT_NEAR(y[a], x[a] * cd - x[b] * sd, tol) << c.head_dim << " head " << h << " pair " << i;
+            EXPECT_NEAR(y[b], x[a] * sd + x[b] * cd, tol) << c.head_dim << " head " << h << " pair " << i;
+          }
+          for (int d = c.rotary_dim; d < c.head_dim; ++d) EXPECT_EQ(y[d], x[d]);
+        }
+      };
+      check(q0, q, n_q);
+      check(k0, k, n_k);
+    }
+  }
 }
 
 }  // namespace

@@ -574,10 +574,6 @@ void GroupedGather(std::span<const MatMulGroupOut> outs, const float* x, int64_t
   });
 }
 
-}  // namespace
-
-namespace {
-
 // Copies of at least this many bytes get a mapping of their own (2 MiB-aligned, huge pages); smaller ones share one.
 constexpr size_t kHuge = size_t{2} << 20;
 constexpr size_t kOwnMapping = kHuge / 2;

@@ -437,22 +437,18 @@ class Model::Ops final : public LayerOps {
   const int64_t T_;
 };
 
-const float* Model::InvFreqFor(const ForwardBatch& batch, int64_t t, int layer) const {
+const float* Model::RopeCosSinFor(const ForwardBatch& batch, int64_t t, int layer) const {
   const ModelConfig& c = loaded_.config;
-  if (!inv_freq_local_.empty() && c.LayerIsSliding(layer)) return inv_freq_local_.data();
-  if (!inv_freq_long_.empty()) {
+  int64_t set = 0;  // rope_cs_'s part: inv_freq_, inv_freq_local_ or inv_freq_long_
+  if (!inv_freq_local_.empty() && c.LayerIsSliding(layer)) {
+    set = 1;
+  } else if (!inv_freq_long_.empty()) {
     const SequenceSlice& seq = batch.sequences[static_cast<size_t>(token_seq_[static_cast<size_t>(t)])];
     const int64_t prompt = seq.num_prompt_tokens > 0 ? seq.num_prompt_tokens : seq.context_len;
     const int64_t len = std::max<int64_t>(prompt, batch.positions[static_cast<size_t>(t)] + 1);
-    if (len > c.rope_longrope->original_max_position) return inv_freq_long_.data();
+    if (len > c.rope_longrope->original_max_position) set = 2;
   }
-  return inv_freq_.data();
-}
-
-const float* Model::RopeCosSinFor(const ForwardBatch& batch, int64_t t, int layer) const {
-  const float* f = InvFreqFor(batch, t, layer);
-  const int64_t set = f == inv_freq_.data() ? 0 : f == inv_freq_local_.data() ? 1 : 2;
-  return rope_cs_.data() + (set * batch.num_tokens() + t) * loaded_.config.rotary();
+  return rope_cs_.data() + (set * batch.num_tokens() + t) * c.rotary();
 }
 
 void Model::Forward(const ForwardBatch& batch, PagedKvStorage& kv, float* logits, ThreadPool* pool,

@@ -68,9 +68,8 @@ class Model {
   // layers (the Mamba, MLP and expert layers keep no KV).
   int KvLayer(int layer) const { return kv_layer_.empty() ? layer : kv_layer_[static_cast<size_t>(layer)]; }
 
-  // The RoPE frequencies token t rotates with in `layer` (Gemma 3's local base, Phi-3's long factors).
-  const float* InvFreqFor(const ForwardBatch& batch, int64_t t, int layer) const;
-  // Its angles' cos and sin (RopeCosSin), from the step's table.
+  // The cos and sin (RopeCosSin, from the step's table) token t rotates by in `layer`: of the frequencies of its layer
+  // and sequence (Gemma 3's local base, Phi-3's long factors).
   const float* RopeCosSinFor(const ForwardBatch& batch, int64_t t, int layer) const;
   void Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, ThreadPool* pool);
   void AddPromptRuns(const ForwardBatch& batch, const SequenceSlice& seq, int32_t n, int n_kv_heads, int n_threads);

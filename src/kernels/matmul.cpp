@@ -310,21 +310,43 @@ void MatMulGrouped(std::span<const MatMulGroupOut> outs, const float* x, int64_t
 
 namespace {
 
-thread_local Scratch t_chunk;  // MatMulArgMax: a task's chunk of outputs
+thread_local Scratch t_chunk;  // MatMulArgMax, MatMulGated: a task's chunk of outputs
+
+// Rows a chunk should hold so that `products` chunks of n_tokens outputs fill about `bytes`: a multiple of two row
+// groups, so a chunk keeps the kernel's pairs of groups.
+int64_t ChunkRows(const mm::IsaKernels& k, int64_t n_tokens, int products, int64_t bytes) {
+  const int64_t pair = 2 * k.row_group;
+  return std::max<int64_t>(1, bytes / (4 * n_tokens * products) / pair) * pair;
+}
 
 // MatMulArgMax's reduction, carried through GroupedGather's tasks: each task multiplies its rows a chunk at a time into
 // its thread's buffer (small enough to stay in L2) and scans each token's part there; the tasks' winners then merge
 // in row order.
 struct ArgMaxRows {
   float softcap = 0;
-  int64_t chunk_rows = 0;     // a multiple of two row groups, so a chunk keeps the kernel's pairs of groups
+  int64_t chunk_rows = 0;     // ChunkRows
   std::vector<float> best;    // [task][token]: the task's largest output (a first chunk starts from row 0's)
   std::vector<int64_t> at;    // [task][token]: its row, or -1 while the task has taken none
 };
 
-// MatMulGroupedGather, or with `argmax` (one product, no gather, a quantized matrix on a kernel path) its reduction.
+// MatMulGated's epilogue, carried through GroupedGather's tasks (outs = {gate, up}): each task runs a chunk of gate's
+// rows and the same rows of up into its thread's buffer, and writes act(gate) * up of those rows to gate's y.
+struct GatedChunks {
+  ActMulFn act = nullptr;
+  int64_t chunk_rows = 0;  // ChunkRows
+};
+
+// MatMulGroupedGather; with `argmax` (one product, no gather, a quantized matrix on a kernel path) its reduction; with
+// `gated` (gate and up, no gather, quantized, on a kernel path) act(gate) * up.
 void GroupedGather(std::span<const MatMulGroupOut> outs, const float* x, int64_t x_rows, const int32_t* gather,
-                   int64_t n_rows, ThreadPool* pool, ArgMaxRows* argmax);
+                   int64_t n_rows, ThreadPool* pool, ArgMaxRows* argmax, const GatedChunks* gated = nullptr);
+
+// Which quantized path runs w on kernels `k` (null: the scalar twin or float weights; MatMulArgMax and MatMulGated
+// then compute every output and finish them the plain way).
+bool RunsQuantized(const mm::IsaKernels* k, const MatrixView& w) {
+  mm::QFormat fmt;
+  return k != nullptr && mm::QuantFormatOf(w, &fmt);
+}
 
 }  // namespace
 
@@ -337,8 +359,7 @@ void MatMulArgMax(const MatrixView& w, const float* x, int64_t n_tokens, float s
                   ThreadPool* pool) {
   if (n_tokens <= 0 || w.rows <= 0) return;
   const mm::IsaKernels* k = KernelsFor(ActiveIsa());
-  mm::QFormat fmt;
-  if (k == nullptr || !mm::QuantFormatOf(w, &fmt)) {
+  if (!RunsQuantized(k, w)) {
     // Paths without the int8 kernels (the scalar twin, float weights): every output, then the scan.
     thread_local std::vector<float> t_y;
     std::vector<float>& y = t_y;
@@ -353,8 +374,7 @@ void MatMulArgMax(const MatrixView& w, const float* x, int64_t n_tokens, float s
   }
   ArgMaxRows r;
   r.softcap = softcap;
-  const int64_t pair = 2 * k->row_group;
-  r.chunk_rows = std::max<int64_t>(1, (int64_t{256} << 10) / (4 * n_tokens) / pair) * pair;  // ~256 KiB of outputs
+  r.chunk_rows = ChunkRows(*k, n_tokens, 1, int64_t{256} << 10);
   const MatMulGroupOut out{&w, 0, n_tokens, nullptr, w.rows};
   GroupedGather(std::span<const MatMulGroupOut>(&out, 1), x, n_tokens, nullptr, n_tokens, pool, &r);
   const size_t n_tasks = r.best.size() / static_cast<size_t>(n_tokens);
@@ -372,15 +392,46 @@ void MatMulArgMax(const MatrixView& w, const float* x, int64_t n_tokens, float s
   }
 }
 
+void MatMulGated(const MatrixView& gate, const MatrixView& up, ActMulFn act, const float* x, int64_t n_tokens, float* y,
+                 int64_t y_stride, ThreadPool* pool) {
+  PARALLM_CHECK(gate.rows == up.rows && gate.cols == up.cols && y_stride >= gate.rows);
+  if (n_tokens <= 0 || gate.rows <= 0) return;
+  const mm::IsaKernels* k = KernelsFor(ActiveIsa());
+  if (!RunsQuantized(k, gate) || !RunsQuantized(k, up)) {
+    // Paths without the int8 kernels: both products whole, then the activation.
+    thread_local std::vector<float> t_up;
+    std::vector<float>& u = t_up;
+    u.resize(static_cast<size_t>(n_tokens * up.rows));
+    const MatMulOut outs[] = {{&gate, y, y_stride}, {&up, u.data(), up.rows}};
+    MatMulMulti(outs, x, n_tokens, pool);
+    for (int64_t t = 0; t < n_tokens; ++t) act(y + t * y_stride, u.data() + t * up.rows, gate.rows, y + t * y_stride);
+    return;
+  }
+  const GatedChunks g{act, ChunkRows(*k, n_tokens, 2, int64_t{256} << 10)};
+  const MatMulGroupOut outs[] = {{&gate, 0, n_tokens, y, y_stride}, {&up, 0, n_tokens, nullptr, up.rows}};
+  GroupedGather(outs, x, n_tokens, nullptr, n_tokens, pool, nullptr, &g);
+}
+
 namespace {
 
+// The kernels' arguments for rows [c0, c0 + chunk) of `a` written to a chunk buffer: the kernels write row r of token t
+// at y[t * y_stride + r], so those rows land at buf[t * chunk + r - c0].
+mm::QuantArgs IntoChunk(mm::QuantArgs a, float* buf, int64_t c0, int64_t chunk) {
+  a.y = reinterpret_cast<float*>(reinterpret_cast<uintptr_t>(buf) - static_cast<uintptr_t>(c0) * sizeof(float));
+  a.y_stride = chunk;
+  return a;
+}
+
 void GroupedGather(std::span<const MatMulGroupOut> outs, const float* x, int64_t x_rows, const int32_t* gather,
-                   int64_t n_rows, ThreadPool* pool, ArgMaxRows* argmax) {
+                   int64_t n_rows, ThreadPool* pool, ArgMaxRows* argmax, const GatedChunks* gated) {
   if (outs.empty() || n_rows <= 0) return;
   const int64_t cols = outs[0].w->cols;
   for (const MatMulGroupOut& o : outs)
     PARALLM_CHECK(o.y_stride >= o.w->rows && o.w->cols == cols && o.x_begin >= 0 && o.n_tokens >= 0 &&
                   o.x_begin + o.n_tokens <= n_rows);
+  if (gated != nullptr)
+    PARALLM_CHECK(outs.size() == 2 && gather == nullptr && outs[0].w->rows == outs[1].w->rows &&
+                  outs[0].x_begin == outs[1].x_begin && outs[0].n_tokens == outs[1].n_tokens);
   const IsaPath isa = ActiveIsa();
   const mm::IsaKernels* k = KernelsFor(isa);
   if (gather != nullptr) {
@@ -510,18 +561,20 @@ void GroupedGather(std::span<const MatMulGroupOut> outs, const float* x, int64_t
   }
 
   // Row-group tasks over all the products, about threads * 8 of them in all (weighted by tokens, so an expert with
-  // many tokens is cut finer; whole pairs of groups where the kernel tiles pairs), claimed dynamically.
+  // many tokens is cut finer; whole pairs of groups where the kernel tiles pairs), claimed dynamically. Gated: the
+  // tasks are gate's, each running up's same rows too.
   struct Task {
     int out;
     int64_t r0, r1;
   };
   thread_local std::vector<Task> task_list;
   task_list.clear();
+  const size_t n_tasked = gated != nullptr ? 1 : n_outs;
   int64_t total_work = 0;
-  for (size_t i = 0; i < n_outs; ++i)
+  for (size_t i = 0; i < n_tasked; ++i)
     if (outs[i].n_tokens > 0) total_work += (outs[i].w->rows + rg - 1) / rg * outs[i].n_tokens;
   const int64_t per_task_work = threads <= 1 ? total_work : std::max<int64_t>(1, (total_work + threads * 8 - 1) / (threads * 8));
-  for (size_t i = 0; i < n_outs; ++i) {
+  for (size_t i = 0; i < n_tasked; ++i) {
     const MatMulGroupOut& o = outs[i];
     if (o.w->rows <= 0 || o.n_tokens <= 0) continue;
     const int64_t groups = (o.w->rows + rg - 1) / rg;
@@ -537,6 +590,8 @@ void GroupedGather(std::span<const MatMulGroupOut> outs, const float* x, int64_t
     argmax->best.assign(tl.size() * static_cast<size_t>(max_tokens), -INFINITY);
     argmax->at.assign(argmax->best.size(), -1);
   }
+  if (gated != nullptr) PARALLM_CHECK(quant[0] && quant[1] && act_of[0] >= 0 && act_of[1] >= 0);
+  auto rows_of = [&](size_t i) { return packed[i] ? k->quant_rows_packed : k->quant_rows; };
   ParallelTasks(pool, static_cast<int64_t>(tl.size()), [&](int64_t t, int) {
     const Task& task = tl[static_cast<size_t>(t)];
     const size_t i = static_cast<size_t>(task.out);
@@ -544,23 +599,33 @@ void GroupedGather(std::span<const MatMulGroupOut> outs, const float* x, int64_t
       k->float_rows(fargs[i], task.r0, task.r1);
       return;
     }
-    auto rows = packed[i] ? k->quant_rows_packed : k->quant_rows;
+    auto rows = rows_of(i);
     uint8_t* scratch = t_scratch.Get(scratch_bytes);
-    if (argmax == nullptr) {
+    if (argmax == nullptr && gated == nullptr) {
       rows(qargs[i], task.r0, task.r1, scratch);
       return;
     }
-    const int64_t nt = outs[i].n_tokens, chunk = argmax->chunk_rows;
+    const int64_t nt = outs[i].n_tokens;
+    if (gated != nullptr) {
+      const int64_t chunk = gated->chunk_rows;
+      float* g = reinterpret_cast<float*>(t_chunk.Get(static_cast<size_t>(2 * nt * chunk) * sizeof(float)));
+      float* u = g + nt * chunk;
+      for (int64_t c0 = task.r0; c0 < task.r1; c0 += chunk) {
+        const int64_t c1 = std::min(task.r1, c0 + chunk);
+        rows(IntoChunk(qargs[0], g, c0, chunk), c0, c1, scratch);
+        rows_of(1)(IntoChunk(qargs[1], u, c0, chunk), c0, c1, scratch);
+        for (int64_t tok = 0; tok < nt; ++tok)
+          gated->act(g + tok * chunk, u + tok * chunk, c1 - c0, outs[0].y + tok * outs[0].y_stride + c0);
+      }
+      return;
+    }
+    const int64_t chunk = argmax->chunk_rows;
     float* buf = reinterpret_cast<float*>(t_chunk.Get(static_cast<size_t>(nt * chunk) * sizeof(float)));
     float* best = argmax->best.data() + t * nt;
     int64_t* at = argmax->at.data() + t * nt;
     for (int64_t c0 = task.r0; c0 < task.r1; c0 += chunk) {
       const int64_t c1 = std::min(task.r1, c0 + chunk);
-      mm::QuantArgs a = qargs[i];
-      // The kernels write row r of token t at y[t * y_stride + r]: rows [c0, c1) land at buf[t * chunk + r - c0].
-      a.y = reinterpret_cast<float*>(reinterpret_cast<uintptr_t>(buf) - static_cast<uintptr_t>(c0) * sizeof(float));
-      a.y_stride = chunk;
-      rows(a, c0, c1, scratch);
+      rows(IntoChunk(qargs[i], buf, c0, chunk), c0, c1, scratch);
       for (int64_t tok = 0; tok < nt; ++tok) {
         float* row = buf + tok * chunk;
         if (argmax->softcap > 0) SoftCap(row, c1 - c0, argmax->softcap);

@@ -104,6 +104,12 @@ void MatMulGroupedGather(std::span<const MatMulGroupOut> outs, const float* x, i
 // are never written to memory nor read back.
 void MatMulArgMax(const MatrixView& w, const float* x, int64_t n_tokens, float softcap, int32_t* argmax,
                   ThreadPool* pool);
+// A gated MLP's first half: y = act(x gate^T) * (x up^T) ([n_tokens, y_stride]), bit for bit MatMulMulti({gate, up})
+// followed by act over each token's row. But a task runs its rows of gate and the same rows of up a chunk at a time
+// into a buffer that stays in cache and writes only act's result: up's outputs and the pre-activation gate (64 tokens
+// x 4,864 floats each a layer) are never written to memory nor read back. Gate and up alike in shape.
+void MatMulGated(const MatrixView& gate, const MatrixView& up, ActMulFn act, const float* x, int64_t n_tokens, float* y,
+                 int64_t y_stride, ThreadPool* pool);
 // Repacks w once, at load, into the layout of the path MatMul uses on this CPU (BestSupportedIsa), so MatMul
 // no longer rebuilds its panels on every call; sets w->packed / w->packed_isa and returns the owner of the
 // bytes (keep it alive as long as w), or null where that path does not repack this matrix (float weights,

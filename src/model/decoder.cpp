@@ -382,6 +382,13 @@ class Model::Ops final : public LayerOps {
       GatedMlpBf16(w_gate, w_up, w_down, ActMul(), in, bf16_rows, out, c_.hidden, pool);
       return;
     }
+    if ((lora_layer < 0 || m_.lora_.empty()) && (bf16_rows.empty() || !Bf16RowsEnabled())) {
+      // Every row on the int8 formula and no adapter to add before the activation: act(gate) * up straight from the
+      // products (up's outputs never written).
+      MatMulGated(w_gate, w_up, ActMul(), in, n, gate, F, pool);
+      MatMul(w_down, gate, n, out, c_.hidden, pool);
+      return;
+    }
     MatMulMulti(gate_up, in, n, pool, bf16_rows);
     if (lora_layer >= 0 && !m_.lora_.empty()) {
       const LoraBatch::Out lora_gate_up[] = {{LoraTarget::kGate, gate}, {LoraTarget::kUp, up}};

@@ -416,6 +416,46 @@ TEST_F(MatMulTest, ArgMaxEqualsArgMaxOfTheOutputs) {
   }
 }
 
+// MatMulGated: act(gate x) * (up x) equal bit for bit to MatMulMulti({gate, up}) and act over each token's row, for
+// every type, path (packed or not), both activations, 1 and 2 threads, token counts across the chunk sizes, a ragged
+// last row group and a wider y; and for a gate and an up in different formats (two activation formats).
+TEST_F(MatMulTest, GatedEqualsTheActivationOfTheTwoProducts) {
+  ThreadPool pool(2);
+  std::vector<IsaPath> paths = FastPaths();
+  paths.push_back(IsaPath::kScalar);
+  const int64_t rows = 1000, stride = rows + 5;
+  std::vector<std::pair<WType, WType>> pairs;
+  for (const WType& t : AllTypes()) pairs.emplace_back(t, t);
+  pairs.emplace_back(WType(DType::kQ8_0), WType(DType::kQ4_K));
+  for (const auto& [tg, tu] : pairs) {
+    const int64_t cols = std::max<int64_t>({tg.ColAlign(), tu.ColAlign(), 32}) * 2;
+    std::vector<int64_t> token_counts = {1, 7, 64};
+    if (tg.dtype == DType::kQ8_0 && !tg.mlx) token_counts.push_back(300);
+    Weights wg = MakeWeights(tg, rows, cols, 61), wu = MakeWeights(tu, rows, cols, 62);
+    MatrixView vg = wg.view, vu = wu.view;
+    const auto og = RepackForKernels(&vg, nullptr), ou = RepackForKernels(&vu, nullptr);
+    for (int64_t n : token_counts) {
+      const std::vector<float> x = MakeActs(n, cols, 63);
+      for (IsaPath isa : paths) {
+        ForceIsa(isa);
+        for (ActMulFn act : {&SiluMul, &GeluTanhMul}) {
+          std::vector<float> want(static_cast<size_t>(n * stride), 7.0f), up(static_cast<size_t>(n * rows));
+          const MatMulOut outs[] = {{&vg, want.data(), stride}, {&vu, up.data(), rows}};
+          MatMulMulti(outs, x.data(), n, nullptr);
+          for (int64_t i = 0; i < n; ++i) act(want.data() + i * stride, up.data() + i * rows, rows, want.data() + i * stride);
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            std::vector<float> got(want.size(), 7.0f);
+            MatMulGated(vg, vu, act, x.data(), n, got.data(), stride, p);
+            EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+                << tg.Name() << "/" << tu.Name() << " " << IsaName(isa) << " n=" << n
+                << (act == &SiluMul ? " silu" : " gelu") << (p ? " 2 threads" : "");
+          }
+        }
+      }
+    }
+  }
+}
+
 // RepackAllForKernels: every matrix packed as RepackForKernels packs it alone (the same bytes), the copies under
 // 1 MiB one after another in one shared mapping (64-byte aligned, in the matrices' order), a larger one in a mapping
 // of its own, float matrices left alone; MatMul on each quantized one equals ref::MatMul bit for bit, on one thread

@@ -268,6 +268,7 @@ void Tile(const TileGroups<G>& tg, int header_shift, int64_t stride, int64_t nbc
     // The next chunk's lines, a block's share at a time, so the loads stream while the products run.
 #pragma GCC unroll 2
     for (int r = 0; r < G; ++r) {
+      if (tg.pf_lines[r] == 0) continue;  // the later token tiles: no lines, so no divisions either
       for (int64_t i = tg.pf_lines[r] * b / nbc; i < tg.pf_lines[r] * (b + 1) / nbc; ++i)
         _mm_prefetch(reinterpret_cast<const char*>(tg.pf[r] + i * 64), _MM_HINT_T0);
     }

@@ -328,7 +328,8 @@ TEST_F(MatMulTest, RepackedEqualsRefEveryPath) {
     struct Shape {
       int64_t rows, cols, n;
     };
-    std::vector<Shape> shapes = {{37, a * 2, 5}, {16, a, 1}, {45, a * 5, 9}};
+    // The last: two-group tiles, enough token tiles for Q4_K's parameters expanded once per chunk, two chunks.
+    std::vector<Shape> shapes = {{37, a * 2, 5}, {16, a, 1}, {45, a * 5, 9}, {53, a * 5, 19}};
     if (t.ColAlign() <= 64) {
       shapes.push_back({9, a * 3, 17});
       shapes.push_back({21, a * 33, 3});  // more than one 32-block panel chunk, ragged last chunk

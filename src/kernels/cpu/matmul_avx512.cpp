@@ -228,7 +228,30 @@ struct TileGroups {
   float* acc[G];
   const uint8_t* pf[G] = {};
   int64_t pf_lines[G] = {};
+  // Q4_K with many tokens: the chunk's parameters as f32, worked out once per chunk by ExpandParams instead of once
+  // per token tile; block b's vector v of group g at expanded + ((b * G + g) * 2 + v) * 16.
+  const float* expanded = nullptr;
 };
+
+// Whether a pass may read its parameters from TileGroups::expanded: Q4_K, whose d * scale and -(dmin * min) take 9
+// operations a group and block to form from the packed bytes. kernels_bench, one thread: Q4_K down at 64 tokens
+// 522 -> 552 GOP/s; with one token or a tile or two a chunk the extra pass over the parameters costs more than it
+// saves (1 token 178 -> 149), and MLX's 16-bit values (one conversion) gained nothing at 64 tokens.
+template <ParamKind kPk>
+constexpr bool kExpands = kPk == ParamKind::kQ4K;
+// Token tiles a chunk from which a pass expands.
+constexpr int64_t kExpandTiles = 3;
+
+// Fills tg.expanded's nbc blocks from the panels and headers: LoadParams' values, so the products see the same bits.
+template <int G, ParamKind kPk>
+void ExpandParams(const TileGroups<G>& tg, int header_shift, int64_t stride, int64_t nbc, int code_bytes,
+                  float* expanded) {
+  for (int64_t b = 0; b < nbc; ++b)
+    for (int g = 0; g < G; ++g)
+      for (int v = 0; v < 2; ++v)
+        _mm512_store_ps(expanded + ((b * G + g) * 2 + v) * 16,
+                        LoadParams<kPk>(tg.panel[g] + b * stride + code_bytes, v, HeaderOf(tg.headers[g], b, header_shift)));
+}
 
 // One register tile: G x 16 rows x T tokens over the chunk's nbc blocks. kSubs: int sums per block (2 for Q6_K);
 // kBias: Q4_K / MLX bias term. kNib: the panel's codes are nibble-packed (repacked 4-bit formats): 4 vectors per
@@ -238,7 +261,7 @@ struct TileGroups {
 // load ports, not the multiplies, bound a 16-row tile (one broadcast per vpdpbusd). Each output's operations are the
 // same whatever G and T: they only change which register holds its accumulator. The first chunk (b0 == 0) starts
 // the accumulators at zero in registers, so the callers need not clear `acc` (a memset a pass: ~1.5% of a step).
-template <int T, int G, int kSubs, bool kBias, bool kNib, ParamKind kPk>
+template <int T, int G, int kSubs, bool kBias, bool kNib, ParamKind kPk, bool kExp>
 void Tile(const TileGroups<G>& tg, int header_shift, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
           int64_t b0) {
   constexpr int kCB = kNib ? kCodeBytes / 2 : kCodeBytes;
@@ -321,7 +344,9 @@ void Tile(const TileGroups<G>& tg, int header_shift, int64_t stride, int64_t nbc
       }
       __m512 scale[G];
 #pragma GCC unroll 2
-      for (int g = 0; g < G; ++g) scale[g] = LoadParams<kPk>(pb[g] + kCB, s, header[g]);
+      for (int g = 0; g < G; ++g)
+        scale[g] = kExp ? _mm512_load_ps(tg.expanded + ((b * G + g) * 2 + s) * 16)
+                                 : LoadParams<kPk>(pb[g] + kCB, s, header[g]);
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         const __m512 dxt = _mm512_set1_ps(dx[t][b]);
@@ -333,7 +358,9 @@ void Tile(const TileGroups<G>& tg, int header_shift, int64_t stride, int64_t nbc
     if constexpr (kBias) {
       __m512 bias[G];
 #pragma GCC unroll 2
-      for (int g = 0; g < G; ++g) bias[g] = LoadParams<kPk>(pb[g] + kCB, 1, header[g]);
+      for (int g = 0; g < G; ++g)
+        bias[g] = kExp ? _mm512_load_ps(tg.expanded + ((b * G + g) * 2 + 1) * 16)
+                                : LoadParams<kPk>(pb[g] + kCB, 1, header[g]);
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         const __m512 dst = _mm512_set1_ps(ds[t][b]);
@@ -348,11 +375,11 @@ void Tile(const TileGroups<G>& tg, int header_shift, int64_t stride, int64_t nbc
     for (int g = 0; g < G; ++g) _mm512_store_ps(tg.acc[g] + 16 * t, f[g][t]);
 }
 
-template <int G, int kSubs, bool kBias, bool kNib, ParamKind kPk, int... Ts>
+template <int G, int kSubs, bool kBias, bool kNib, ParamKind kPk, bool kExp, int... Ts>
 void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const TileGroups<G>& tg, int header_shift, int64_t stride,
                  int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0) {
   using Fn = void (*)(const TileGroups<G>&, int, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t);
-  static constexpr Fn kTiles[] = {&Tile<Ts + 1, G, kSubs, kBias, kNib, kPk>...};
+  static constexpr Fn kTiles[] = {&Tile<Ts + 1, G, kSubs, kBias, kNib, kPk, kExp>...};
   kTiles[tt - 1](tg, header_shift, stride, nbc, a, t0, b0);
 }
 
@@ -361,11 +388,11 @@ template <int G>
 constexpr int kTokTileOf = G == 1 ? 8 : 6;
 constexpr int kTokTile = kTokTileOf<1>;
 
-// Tile for tt (1..kTokTileOf<G>) tokens.
-template <int G, int kSubs, bool kBias, bool kNib = false, ParamKind kPk = ParamKind::kF32>
+// Tile for tt (1..kTokTileOf<G>) tokens; kExp: its parameters from tg.expanded.
+template <int G, int kSubs, bool kBias, bool kNib = false, ParamKind kPk = ParamKind::kF32, bool kExp = false>
 void RunTile(int tt, const TileGroups<G>& tg, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
              int64_t b0, int header_shift = 0) {
-  RunTileImpl<G, kSubs, kBias, kNib, kPk>(tt, std::make_integer_sequence<int, kTokTileOf<G>>{}, tg, header_shift,
+  RunTileImpl<G, kSubs, kBias, kNib, kPk, kExp>(tt, std::make_integer_sequence<int, kTokTileOf<G>>{}, tg, header_shift,
                                           stride, nbc, a, t0, b0);
 }
 
@@ -664,6 +691,8 @@ void PackedGroupsPass(const QuantArgs& args, const PackedTask& pt, int64_t g0, i
   constexpr int kTile = kTokTileOf<G>;
   const int64_t nb = pt.nb, n_tiles = (nt + kTile - 1) / kTile;
   const int64_t pf_bytes = kChunkBlocks * pt.pstride + GroupHeaderBytes(kPk, kChunkBlocks, pt.shift);
+  alignas(64) float expanded[kExpands<kPk> ? kChunkBlocks * G * 2 * 16 : 1];
+  const bool expand = kExpands<kPk> && n_tiles >= kExpandTiles;
   for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
     const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
     TileGroups<G> tg;
@@ -671,6 +700,10 @@ void PackedGroupsPass(const QuantArgs& args, const PackedTask& pt, int64_t g0, i
       const PackedGroup pg = pt.Group(g0 + g);
       tg.panel[g] = pg.blocks + b0 * pt.pstride;
       tg.headers[g] = HasHeaders(kPk) ? HeaderOf(pg.headers, b0, pt.shift) : nullptr;
+    }
+    if (expand) {
+      ExpandParams<G, kPk>(tg, pt.shift, pt.pstride, nbc, kNib ? kCodeBytes / 2 : kCodeBytes, expanded);
+      tg.expanded = expanded;
     }
     // The chunks the next pass reads (these groups' next chunks, or the next groups' first ones): prefetched a
     // block's share at a time through the first token tile (the later tiles read this chunk from L1), not in one
@@ -685,8 +718,12 @@ void PackedGroupsPass(const QuantArgs& args, const PackedTask& pt, int64_t g0, i
     for (int64_t k = 0; k < n_tiles; ++k) {
       const int64_t t0 = tb0 + k * kTile;
       for (int g = 0; g < G; ++g) tg.acc[g] = acc + (g * nt + t0 - tb0) * 16;
-      RunTile<G, kSubs, kBias, kNib, kPk>(static_cast<int>(std::min<int64_t>(kTile, tb0 + nt - t0)), tg, pt.pstride,
-                                          nbc, *args.acts, t0, b0, pt.shift);
+      const int tt = static_cast<int>(std::min<int64_t>(kTile, tb0 + nt - t0));
+      if (kExpands<kPk> && expand) {
+        RunTile<G, kSubs, kBias, kNib, kPk, kExpands<kPk>>(tt, tg, pt.pstride, nbc, *args.acts, t0, b0, pt.shift);
+      } else {
+        RunTile<G, kSubs, kBias, kNib, kPk>(tt, tg, pt.pstride, nbc, *args.acts, t0, b0, pt.shift);
+      }
       if (k == 0) std::fill_n(tg.pf_lines, G, 0);
     }
   }

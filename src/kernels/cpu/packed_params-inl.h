@@ -19,7 +19,7 @@
 enum class ParamKind : int { kF32 = 0, kF16 = 1, kBF16 = 2, kQ4K = 3, kF16PerGroup = 4, kBF16PerGroup = 5 };
 
 // Whether the kind keeps (some of) its parameters in headers shared by several blocks.
-inline bool HasHeaders(ParamKind k) {
+constexpr bool HasHeaders(ParamKind k) {
   return k == ParamKind::kQ4K || k == ParamKind::kF16PerGroup || k == ParamKind::kBF16PerGroup;
 }
 // Per vector of 16 lanes, in the block (kQ4K: 16 bytes of 6-bit values; the per-group kinds: none, all in headers).

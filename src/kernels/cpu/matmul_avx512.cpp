@@ -229,18 +229,25 @@ struct TileGroups {
   const uint8_t* pf[G] = {};
   int64_t pf_lines[G] = {};
   // Q4_K with many tokens: the chunk's parameters as f32, worked out once per chunk by ExpandParams instead of once
-  // per token tile; block b's vector v of group g at expanded + ((b * G + g) * 2 + v) * 16.
+  // per token tile (ExpandedAt says where each vector lies).
   const float* expanded = nullptr;
 };
 
 // Whether a pass may read its parameters from TileGroups::expanded: Q4_K, whose d * scale and -(dmin * min) take 9
-// operations a group and block to form from the packed bytes. kernels_bench, one thread: Q4_K down at 64 tokens
-// 522 -> 552 GOP/s; with one token or a tile or two a chunk the extra pass over the parameters costs more than it
-// saves (1 token 178 -> 149), and MLX's 16-bit values (one conversion) gained nothing at 64 tokens.
+// operations a group and block to form from the packed bytes. kernels_bench, two threads, Q4_K at 64 tokens: down
+// 951 -> 980 GOP/s, l2 819 -> 853. With one token or a tile or two a chunk the extra pass over the parameters costs
+// more than it saves (expanded always: 1 token 178 -> 149), and MLX's 16-bit values (one conversion) gained nothing at
+// 64 tokens.
 template <ParamKind kPk>
 constexpr bool kExpands = kPk == ParamKind::kQ4K;
 // Token tiles a chunk from which a pass expands.
 constexpr int64_t kExpandTiles = 3;
+
+// Vector v (0: scale, 1: bias) of block b, row group g (of G) in an expanded chunk.
+template <int G, class F>
+inline F* ExpandedAt(F* expanded, int64_t b, int g, int v) {
+  return expanded + ((b * G + g) * 2 + v) * 16;
+}
 
 // Fills tg.expanded's nbc blocks from the panels and headers: LoadParams' values, so the products see the same bits.
 template <int G, ParamKind kPk>
@@ -249,8 +256,9 @@ void ExpandParams(const TileGroups<G>& tg, int header_shift, int64_t stride, int
   for (int64_t b = 0; b < nbc; ++b)
     for (int g = 0; g < G; ++g)
       for (int v = 0; v < 2; ++v)
-        _mm512_store_ps(expanded + ((b * G + g) * 2 + v) * 16,
-                        LoadParams<kPk>(tg.panel[g] + b * stride + code_bytes, v, HeaderOf(tg.headers[g], b, header_shift)));
+        _mm512_store_ps(ExpandedAt<G>(expanded, b, g, v),
+                        LoadParams<kPk>(tg.panel[g] + b * stride + code_bytes, v,
+                                        HeaderOf(tg.headers[g], b, header_shift)));
 }
 
 // One register tile: G x 16 rows x T tokens over the chunk's nbc blocks. kSubs: int sums per block (2 for Q6_K);
@@ -345,8 +353,8 @@ void Tile(const TileGroups<G>& tg, int header_shift, int64_t stride, int64_t nbc
       __m512 scale[G];
 #pragma GCC unroll 2
       for (int g = 0; g < G; ++g)
-        scale[g] = kExp ? _mm512_load_ps(tg.expanded + ((b * G + g) * 2 + s) * 16)
-                                 : LoadParams<kPk>(pb[g] + kCB, s, header[g]);
+        scale[g] = kExp ? _mm512_load_ps(ExpandedAt<G>(tg.expanded, b, g, s))
+                        : LoadParams<kPk>(pb[g] + kCB, s, header[g]);
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         const __m512 dxt = _mm512_set1_ps(dx[t][b]);
@@ -359,8 +367,8 @@ void Tile(const TileGroups<G>& tg, int header_shift, int64_t stride, int64_t nbc
       __m512 bias[G];
 #pragma GCC unroll 2
       for (int g = 0; g < G; ++g)
-        bias[g] = kExp ? _mm512_load_ps(tg.expanded + ((b * G + g) * 2 + 1) * 16)
-                                : LoadParams<kPk>(pb[g] + kCB, 1, header[g]);
+        bias[g] = kExp ? _mm512_load_ps(ExpandedAt<G>(tg.expanded, b, g, 1))
+                       : LoadParams<kPk>(pb[g] + kCB, 1, header[g]);
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         const __m512 dst = _mm512_set1_ps(ds[t][b]);
@@ -392,8 +400,8 @@ constexpr int kTokTile = kTokTileOf<1>;
 template <int G, int kSubs, bool kBias, bool kNib = false, ParamKind kPk = ParamKind::kF32, bool kExp = false>
 void RunTile(int tt, const TileGroups<G>& tg, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
              int64_t b0, int header_shift = 0) {
-  RunTileImpl<G, kSubs, kBias, kNib, kPk, kExp>(tt, std::make_integer_sequence<int, kTokTileOf<G>>{}, tg, header_shift,
-                                          stride, nbc, a, t0, b0);
+  RunTileImpl<G, kSubs, kBias, kNib, kPk, kExp>(tt, std::make_integer_sequence<int, kTokTileOf<G>>{}, tg,
+                                                header_shift, stride, nbc, a, t0, b0);
 }
 
 // QuantizeActs, 32 values per two zmm: the same operations per value as the scalar version (max of |x| is
@@ -719,7 +727,7 @@ void PackedGroupsPass(const QuantArgs& args, const PackedTask& pt, int64_t g0, i
       const int64_t t0 = tb0 + k * kTile;
       for (int g = 0; g < G; ++g) tg.acc[g] = acc + (g * nt + t0 - tb0) * 16;
       const int tt = static_cast<int>(std::min<int64_t>(kTile, tb0 + nt - t0));
-      if (kExpands<kPk> && expand) {
+      if (expand) {  // kExpands<kPk> is false for the other kinds: one instance either way
         RunTile<G, kSubs, kBias, kNib, kPk, kExpands<kPk>>(tt, tg, pt.pstride, nbc, *args.acts, t0, b0, pt.shift);
       } else {
         RunTile<G, kSubs, kBias, kNib, kPk>(tt, tg, pt.pstride, nbc, *args.acts, t0, b0, pt.shift);

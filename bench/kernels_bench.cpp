@@ -17,7 +17,7 @@
 // ExpertsGrouped/<q4_k|mlx4g64>[/down]/per_expert:<n>/threads:<t>: a mixture-of-experts layer's gate and up, or its
 // down (BM_ExpertsGrouped).
 //
-// PagedAttention/<isa>[/bf16|/int8]/ctx:<n_ctx>/seqs:<n>: one decode token per sequence, 14 query / 2 KV heads,
+// PagedAttention/<isa>[/f16|/bf16|/int8]/ctx:<n_ctx>/seqs:<n>: one decode token per sequence, 14 query / 2 KV heads,
 // head_dim 64, blocks of 16 positions; keys and values in f32, or stored as bf16 or int8 (--kv-cache-dtype).
 // PagedAttentionPrefill/...: a prefill chunk's tokens one by one, in runs (PagedAttentionTokens), or as a prompt's
 // bf16 rows on AMX tiles (PromptAttention, amx-bf16/...).
@@ -432,7 +432,7 @@ void RegisterAttention() {
   const std::pair<int, const char*> widths[] = {{16, "avx512"}, {8, "avx2"}, {4, "baseline"}};
   const std::pair<int64_t, int> sizes[] = {{128, 1}, {512, 1}, {2048, 1}, {512, 64}};
   for (auto [lanes, isa] : widths) {
-    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16, KvDtype::kInt8})
+    for (KvDtype dtype : kKvDtypes)
       for (auto [n_ctx, seqs] : sizes) {
         const std::string type = dtype == KvDtype::kF32 ? "" : "/" + std::string(KvDtypeName(dtype));
         const std::string name = std::string("PagedAttention/") + isa + type + "/ctx:" + std::to_string(n_ctx) +
@@ -443,13 +443,13 @@ void RegisterAttention() {
   }
 }
 
-// PagedAttentionPrefill/<isa>[/bf16|/int8]/ctx:<n_ctx>/tokens:<n>/<alone|runs>, and
-// PagedAttentionPrefill/amx-bf16[/bf16|/int8]/ctx:<n_ctx>/tokens:<n>/prompt: see BM_PagedAttentionPrefill.
+// PagedAttentionPrefill/<isa>[/f16|/bf16|/int8]/ctx:<n_ctx>/tokens:<n>/<alone|runs>, and
+// PagedAttentionPrefill/amx-bf16[/f16|/bf16|/int8]/ctx:<n_ctx>/tokens:<n>/prompt: see BM_PagedAttentionPrefill.
 void RegisterPrefillAttention() {
   const std::pair<int, const char*> widths[] = {{16, "avx512"}, {8, "avx2"}, {4, "baseline"}, {0, "amx-bf16"}};
   const std::pair<int64_t, int> sizes[] = {{512, 512}, {2048, 512}, {2048, 2048}};
   for (auto [lanes, isa] : widths)
-    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16, KvDtype::kInt8})
+    for (KvDtype dtype : kKvDtypes)
       for (auto [n_ctx, tokens] : sizes)
         for (PrefillMode mode : {PrefillMode::kAlone, PrefillMode::kRuns, PrefillMode::kPrompt}) {
           if ((lanes == 0) != (mode == PrefillMode::kPrompt)) continue;

@@ -49,7 +49,7 @@ void CheckOptions(const EngineOptions& o) {
   if (o.block_size < 1) fail(fmt::format("block_size must be >= 1, got {}", o.block_size));
   if (o.threads < 0) fail(fmt::format("threads must be >= 0, got {}", o.threads));
   if (!ParseKvDtype(o.kv_cache_dtype))
-    fail(fmt::format("kv_cache_dtype must be 'auto', 'bf16' or 'int8', got '{}'", o.kv_cache_dtype));
+    fail(fmt::format("kv_cache_dtype must be 'auto', 'f16', 'bf16' or 'int8', got '{}'", o.kv_cache_dtype));
 }
 
 void CheckPath(const std::string& path, const char* what) {

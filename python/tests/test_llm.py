@@ -306,16 +306,16 @@ def test_draft_model_keeps_outputs(fixtures):
 
 
 def test_kv_cache_dtype_keeps_the_story(fixtures):
-    # Keys and values stored as bf16 or int8: half or a quarter of the cache memory per token, the same story from
-    # the trained stories260K, and a clear error for a type parallm does not store.
+    # Keys and values stored as f16, bf16 or int8: half or a quarter of the cache memory per token, the same story
+    # from the trained stories260K, and a clear error for a type parallm does not store.
     model = str(fixtures / "models" / "stories260K" / "stories260K.bin")
     tokenizer = str(fixtures / "models" / "stories260K" / "tok512.bin")
     greedy = parallm.SamplingParams(temperature=0, max_tokens=24)
     texts = [parallm.LLM(model, tokenizer=tokenizer, num_kv_blocks=16, kv_cache_dtype=dtype)
-             .generate("Once upon a time", greedy)[0].outputs[0].text for dtype in ("auto", "bf16", "int8")]
+             .generate("Once upon a time", greedy)[0].outputs[0].text for dtype in ("auto", "f16", "bf16", "int8")]
     assert texts[0].startswith(", there was a little girl named Lily")
-    assert texts[1] == texts[0] and texts[2] == texts[0]
-    with pytest.raises(ValueError, match="kv_cache_dtype must be 'auto', 'bf16' or 'int8', got 'fp8'"):
+    assert texts[1:] == [texts[0]] * 3
+    with pytest.raises(ValueError, match="kv_cache_dtype must be 'auto', 'f16', 'bf16' or 'int8', got 'fp8'"):
         parallm.LLM(model, tokenizer=tokenizer, kv_cache_dtype="fp8")
 
 

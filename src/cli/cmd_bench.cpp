@@ -1,5 +1,5 @@
 // `parallm bench`: offline throughput (the default), `bench batching` (1 vs N concurrent requests and a sweep),
-// `bench speculative` (prompt lookup on vs off), `bench kv-cache-dtype` (f32, bf16 and int8 caches: memory, fidelity,
+// `bench speculative` (prompt lookup on vs off), `bench kv-cache-dtype` (f32, f16, bf16 and int8 caches: memory, fidelity,
 // speed), `bench prefix-cache` (the seed's HIT/MISS table) and `bench paged-cache` (a shared system prompt with and
 // without prefix sharing), `bench detok` (streaming detokenization) and `bench tokenize` (Encode MB/s, long inputs,
 // tokenizers.js side by side), and `bench serve` (an online load client for any OpenAI-compatible server).
@@ -312,7 +312,7 @@ int RunSpeculative(const BenchOptions& o, float temperature, const std::string& 
   return 0;
 }
 
-// How far the logits with a bf16 or int8 KV cache are from those with the f32 cache, over one sequence.
+// How far the logits with a 16-bit or int8 KV cache are from those with the f32 cache, over one sequence.
 struct KvFidelity {
   double max_error = 0;   // the largest |logit - f32 logit| at a position, over the f32 logits' spread (max - min)
   double mean_error = 0;  // that ratio's mean over positions
@@ -349,7 +349,7 @@ int RunKvCacheDtype(const BenchOptions& o) {
   std::vector<int32_t> sequence;  // a prompt and the f32 cache's greedy continuation of it
   std::vector<float> exact;       // its logits at every position with the f32 cache
   double f32_tps = 0;
-  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16, KvDtype::kInt8}) {
+  for (KvDtype dtype : kKvDtypes) {
     BenchOptions typed = o;
     typed.kv_cache_dtype = dtype;
     auto llm = Load(typed, Config(typed, o.concurrency));
@@ -789,7 +789,7 @@ void AddBenchCommand(CLI::App& app) {
       ->capture_default_str();
   speculative->callback([o, temperature, workload] { ExitOnError(RunSpeculative(*o, *temperature, *workload)); });
   auto* kv_dtype = bench->add_subcommand(
-      "kv-cache-dtype", "KV cache in f32, bf16 and int8: bytes per token, logit error against f32, top-1 agreement, decode tokens/s");
+      "kv-cache-dtype", "KV cache in f32, f16, bf16 and int8: bytes per token, logit error against f32, top-1 agreement, decode tokens/s");
   AddModelOptions(kv_dtype, *o);
   kv_dtype->add_option("--prompts", o->prompts, "Requests")->capture_default_str();
   kv_dtype->add_option("--concurrency", o->concurrency, "Requests running at once")->capture_default_str();

@@ -11,14 +11,15 @@ void AddKvCacheDtypeOption(CLI::App* cmd, KvDtype* dtype) {
          [dtype](const std::string& name) {
            const std::optional<KvDtype> parsed = ParseKvDtype(name);
            if (!parsed) {
-             std::string message = "--kv-cache-dtype: '" + name + "' is not one of auto, bf16 (bfloat16) or int8";
+             std::string message = "--kv-cache-dtype: '" + name + "' is not one of auto, f16 (float16), bf16 (bfloat16) or int8";
              if (name.rfind("fp8", 0) == 0)
                message += "; fp8 is a GPU format, and int8 (with a scale per token and head) takes the same bytes here";
              throw CLI::ValidationError(message);
            }
            *dtype = *parsed;
          },
-         "How the KV cache stores keys and values: auto (f32, exact), bf16 (half the memory per token) or int8 "
+         "How the KV cache stores keys and values: auto (f32, exact), f16 or bf16 (half the memory per token; f16 "
+         "is llama.cpp's default and the closer to f32, bf16 has f32's range) or int8 "
          "(a quarter, with one scale per token and head); more requests fit, and long contexts read fewer bytes")
       ->type_name("TYPE")
       ->default_str("auto");

@@ -22,6 +22,7 @@
 #include "kernels/fast_exp.h"
 #include "kernels/ops.h"
 #include "kernels/target_clones.h"
+#include "tensor/fp16.h"
 #include "util/check.h"
 
 namespace parallm {
@@ -47,6 +48,11 @@ PARALLM_CLONES float ExpShiftSum(float* x, int64_t n, float mx) {
   }
   return sum;
 }
+
+// An f16 element of the cache, as its bits: its own type, so the kernel's loads tell it from bf16's uint16_t.
+struct F16Bits {
+  uint16_t bits;
+};
 
 // One token's attention for one KV head and the `group` query heads that read it.
 struct GroupTask {
@@ -95,15 +101,18 @@ struct GroupKernels {
   void (*f32)(const GroupTask&);
   void (*bf16)(const GroupTask&);
   void (*int8)(const GroupTask&);
+  void (*f16)(const GroupTask&);
   void (*tokens_f32)(const TokensTask&);
   void (*tokens_bf16)(const TokensTask&);
   void (*tokens_int8)(const TokensTask&);
+  void (*tokens_f16)(const TokensTask&);
 
   void Run(KvDtype dtype, const GroupTask& t) const {
     switch (dtype) {
       case KvDtype::kF32: return f32(t);
       case KvDtype::kBf16: return bf16(t);
       case KvDtype::kInt8: return int8(t);
+      case KvDtype::kF16: return f16(t);
     }
   }
   void Run(KvDtype dtype, const TokensTask& t) const {
@@ -111,13 +120,14 @@ struct GroupKernels {
       case KvDtype::kF32: return tokens_f32(t);
       case KvDtype::kBf16: return tokens_bf16(t);
       case KvDtype::kInt8: return tokens_int8(t);
+      case KvDtype::kF16: return tokens_f16(t);
     }
   }
 };
 
-#define PARALLM_KERNELS(ns)                                                                   \
-  &ns::AttendGroup<float>, &ns::AttendGroup<uint16_t>, &ns::AttendGroup<int8_t>,            \
-      &ns::AttendTokens<float>, &ns::AttendTokens<uint16_t>, &ns::AttendTokens<int8_t>
+#define PARALLM_KERNELS(ns)                                                                                      \
+  &ns::AttendGroup<float>, &ns::AttendGroup<uint16_t>, &ns::AttendGroup<int8_t>, &ns::AttendGroup<F16Bits>,          \
+      &ns::AttendTokens<float>, &ns::AttendTokens<uint16_t>, &ns::AttendTokens<int8_t>, &ns::AttendTokens<F16Bits>
 #if defined(__x86_64__)
 constexpr GroupKernels kAvx512{PARALLM_KERNELS(avx512)};
 constexpr GroupKernels kAvx2{PARALLM_KERNELS(avx2)};
@@ -131,8 +141,10 @@ using GroupKernel = const GroupKernels*;
 GroupKernel KernelFor(int lanes) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (lanes == 16) return __builtin_cpu_supports("avx512f") ? &kAvx512 : nullptr;
-  if (lanes == 8) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &kAvx2 : nullptr;
+  if (lanes == 16) return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c") ? &kAvx512 : nullptr;
+  if (lanes == 8)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") ? &kAvx2
+                                                                                                          : nullptr;
 #endif
   return lanes == 4 ? &kBaseline : nullptr;
 }

@@ -87,8 +87,9 @@ PARALLM_INLINE void PrefetchTile(const GroupTask& t, const T* base, const float*
   }
 }
 
-// The stored element types (KvDtype): f32, bf16 (as its bits) and int8 (its scale applied by the caller), loaded W
-// at a time or one by one, as f32.
+// The stored element types (KvDtype): f32, bf16 (as its bits), f16 (F16Bits) and int8 (its scale applied by the
+// caller), loaded W at a time or one by one, as f32. f16 converts exactly in hardware on x86 (F16C) and lane by lane
+// elsewhere (tensor/fp16.h, the same values).
 typedef uint16_t Vh __attribute__((vector_size(W * sizeof(uint16_t))));
 typedef uint32_t Vu __attribute__((vector_size(W * sizeof(uint32_t))));
 typedef int8_t Vb __attribute__((vector_size(W * sizeof(int8_t))));
@@ -98,6 +99,17 @@ PARALLM_INLINE V LoadRow(const uint16_t* p) {
   Vh h;
   std::memcpy(&h, p, sizeof h);
   return (V)(__builtin_convertvector(h, Vu) << 16);
+}
+PARALLM_INLINE V LoadRow(const F16Bits* p) {
+#if PARALLM_SIMD_LANES == 16
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#elif PARALLM_SIMD_LANES == 8
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#else
+  V v;
+  for (int i = 0; i < W; ++i) v[i] = F16ToF32(p[i].bits);
+  return v;
+#endif
 }
 // GCC turns __builtin_convertvector from int8 lanes into one scalar conversion per lane, so the sign extension is
 // written out per instruction set.
@@ -127,6 +139,13 @@ PARALLM_INLINE float Elem(const uint16_t* p, int d) {
   return x;
 }
 PARALLM_INLINE float Elem(const int8_t* p, int d) { return static_cast<float>(p[d]); }
+PARALLM_INLINE float Elem(const F16Bits* p, int d) {
+#if defined(__x86_64__) && PARALLM_SIMD_LANES >= 8
+  return _cvtsh_ss(p[d].bits);
+#else
+  return F16ToF32(p[d].bits);
+#endif
+}
 
 // int8 rows' scales for a tile's slots (the scale of KV head h of slot s is at scales[s * scale_stride]).
 PARALLM_INLINE V TileScales(const float* scales, int64_t stride, const int64_t (&slots)[W]) {
@@ -173,7 +192,7 @@ PARALLM_INLINE V ScoreRows(const float* qg, const U* const (&k)[W]) {
 }
 
 // One query head's scores (qg: head_dim floats) for the tile's W key rows k[i] of element type U (f32, decoded or
-// stored so; bf16 / int8 read directly), lane i for row i; with kScaled (int8), the rows' scales in key_scale. The
+// stored so; bf16 / f16 / int8 read directly), lane i for row i; with kScaled (int8), the rows' scales in key_scale. The
 // single-token kernel and the multi-token one both compute every score here: a score's bits depend on its query and
 // key rows alone, not on the tile's other lanes (every lane's dot product and its fold in TransposeSum are the same
 // operations), so where a position falls in a tile does not matter either.
@@ -248,7 +267,7 @@ PARALLM_INLINE void AccumulateTileDim(const float* p, const T* const (&v)[W], in
 // Head dims up to this are decoded into a tile of f32 rows (the stack buffer's size); wider ones read stored rows.
 constexpr int kMaxDecodedDim = 256;
 
-// Calls score(rows) with the tile's key rows k[i] as the score pass reads them: f32 rows as stored; bf16 and int8
+// Calls score(rows) with the tile's key rows k[i] as the score pass reads them: f32 rows as stored; 16-bit and int8
 // rows decoded to f32 into `decoded` once per tile, not once per query head (the heads then read f32 rows from L1),
 // up to kMaxDecodedDim dims, wider ones as stored. Decoding is exact, so the scores are the same bits either way.
 template <class T, class F>
@@ -270,7 +289,7 @@ PARALLM_INLINE void WithKeyRows(const T* const (&k)[W], int D, float* decoded, F
   }
 }
 
-// T: the stored element type (float, uint16_t for bf16, int8_t).
+// T: the stored element type (float, uint16_t for bf16, F16Bits, int8_t).
 template <class T>
 void AttendGroup(const GroupTask& t) {
   constexpr bool kScaled = std::is_same_v<T, int8_t>;

@@ -5,12 +5,15 @@
 #include <cmath>
 #include <cstring>
 
+#include "tensor/fp16.h"
+
 namespace parallm {
 
 size_t KvElementBytes(KvDtype dtype) {
   switch (dtype) {
     case KvDtype::kF32: return sizeof(float);
-    case KvDtype::kBf16: return sizeof(uint16_t);
+    case KvDtype::kBf16:
+    case KvDtype::kF16: return sizeof(uint16_t);
     case KvDtype::kInt8: return sizeof(int8_t);
   }
   return sizeof(float);
@@ -20,6 +23,7 @@ std::string_view KvDtypeName(KvDtype dtype) {
   switch (dtype) {
     case KvDtype::kF32: return "f32";
     case KvDtype::kBf16: return "bf16";
+    case KvDtype::kF16: return "f16";
     case KvDtype::kInt8: return "int8";
   }
   return "f32";
@@ -28,6 +32,7 @@ std::string_view KvDtypeName(KvDtype dtype) {
 std::optional<KvDtype> ParseKvDtype(std::string_view name) {
   if (name == "auto" || name == "float32" || name == "f32") return KvDtype::kF32;
   if (name == "bfloat16" || name == "bf16") return KvDtype::kBf16;
+  if (name == "float16" || name == "f16" || name == "half") return KvDtype::kF16;
   if (name == "int8") return KvDtype::kInt8;
   return std::nullopt;
 }
@@ -57,6 +62,12 @@ void EncodeKvRow(KvDtype dtype, const float* x, int n, void* dst, float* scale) 
       for (int i = 0; i < n; ++i) out[i] = FloatToBf16(x[i]);
       return;
     }
+    case KvDtype::kF16: {
+      constexpr float kMax = 65504.0f;  // the largest finite f16
+      auto* out = static_cast<uint16_t*>(dst);
+      for (int i = 0; i < n; ++i) out[i] = F32ToF16(std::isnan(x[i]) ? x[i] : std::clamp(x[i], -kMax, kMax));
+      return;
+    }
     case KvDtype::kInt8: {
       float amax = 0;
       for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
@@ -75,6 +86,7 @@ float DecodeKvElement(KvDtype dtype, const void* row, int i, float scale) {
   switch (dtype) {
     case KvDtype::kF32: return static_cast<const float*>(row)[i];
     case KvDtype::kBf16: return Bf16ToFloat(static_cast<const uint16_t*>(row)[i]);
+    case KvDtype::kF16: return F16ToF32(static_cast<const uint16_t*>(row)[i]);
     case KvDtype::kInt8: return static_cast<float>(static_cast<const int8_t*>(row)[i]) * scale;
   }
   return 0;

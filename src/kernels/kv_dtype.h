@@ -1,5 +1,6 @@
-// How the paged KV cache stores keys and values: f32; bf16 (half the bytes); or int8 with one f32 scale per slot
-// and KV head (a quarter, plus 4 bytes per head). The attention kernel reads all three; the storage writes them.
+// How the paged KV cache stores keys and values: f32; f16 or bf16 (half the bytes; f16 keeps 3 more bits of mantissa,
+// bf16 f32's range); or int8 with one f32 scale per slot and KV head (a quarter, plus 4 bytes per head). The attention
+// kernel reads all four; the storage writes them.
 #pragma once
 
 #include <cstddef>
@@ -9,21 +10,25 @@
 
 namespace parallm {
 
-enum class KvDtype : uint8_t { kF32, kBf16, kInt8 };
+enum class KvDtype : uint8_t { kF32, kBf16, kInt8, kF16 };
+
+// Every type, the exact one first (the order `bench kv-cache-dtype` prints them in).
+inline constexpr KvDtype kKvDtypes[] = {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8};
 
 // Bytes of one stored element (int8's scales are extra: KvScaleBytes per slot and KV head).
 size_t KvElementBytes(KvDtype dtype);
 inline size_t KvScaleBytes(KvDtype dtype) { return dtype == KvDtype::kInt8 ? sizeof(float) : 0; }
 
-// "f32", "bf16", "int8".
+// "f32", "f16", "bf16", "int8".
 std::string_view KvDtypeName(KvDtype dtype);
 
-// vLLM's --kv-cache-dtype names: "auto" (the model's compute type, f32 here), "float32"/"f32",
-// "bfloat16"/"bf16", "int8". Anything else (fp8 among them) is nullopt.
+// vLLM's --kv-cache-dtype names: "auto" (the model's compute type, f32 here), "float32"/"f32", "float16"/"f16"/"half"
+// (llama.cpp's default cache type), "bfloat16"/"bf16", "int8". Anything else (fp8 among them) is nullopt.
 std::optional<KvDtype> ParseKvDtype(std::string_view name);
 
-// Stores the n floats of one slot's KV head as `dtype` at dst (n elements of KvElementBytes). bf16 rounds to
-// nearest even; int8 is symmetric, x ~= q * scale with scale = max|x| / 127, written to *scale (left untouched
+// Stores the n floats of one slot's KV head as `dtype` at dst (n elements of KvElementBytes). f16 and bf16 round to
+// nearest even, f16 saturating at its largest finite value (65504) so that a large key cannot turn a score into inf
+// (NaN stays NaN); int8 is symmetric, x ~= q * scale with scale = max|x| / 127, written to *scale (left untouched
 // for the other types).
 void EncodeKvRow(KvDtype dtype, const float* x, int n, void* dst, float* scale);
 

@@ -33,8 +33,10 @@ const Kernels* KernelsFor(int lanes) {
   static constexpr Kernels kAvx512{16, avx512::Shrink, avx512::Expand};
   static constexpr Kernels kAvx2{8, avx2::Shrink, avx2::Expand};
   __builtin_cpu_init();
-  if (lanes == 16) return __builtin_cpu_supports("avx512f") ? &kAvx512 : nullptr;
-  if (lanes == 8) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &kAvx2 : nullptr;
+  if (lanes == 16) return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c") ? &kAvx512 : nullptr;
+  if (lanes == 8)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") ? &kAvx2
+                                                                                                          : nullptr;
 #endif
   return lanes == 4 ? &kBaseline : nullptr;
 }

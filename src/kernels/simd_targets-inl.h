@@ -1,6 +1,7 @@
 // Instantiates one vector kernel once per instruction set: the file named by PARALLM_SIMD_KERNEL (a kernel's
 // -inl.h, written against simd_vec-inl.h) is included in namespaces avx512 (16 lanes), avx2 (8 lanes, x86 only)
-// and baseline (4 lanes), each in its own `#pragma GCC target` region. Include it inside the .cpp's anonymous
+// and baseline (4 lanes), each in its own `#pragma GCC target` region (both x86 ones with F16C: the CPUs that have
+// AVX2 have it, and the callers check for it). Include it inside the .cpp's anonymous
 // namespace; the .cpp then picks among avx512::, avx2:: and baseline:: at run time.
 
 #ifndef PARALLM_SIMD_KERNEL
@@ -9,7 +10,7 @@
 
 #if defined(__x86_64__)
 #pragma GCC push_options
-#pragma GCC target("avx512f")
+#pragma GCC target("avx512f,f16c")
 namespace avx512 {
 #define PARALLM_SIMD_LANES 16
 #include PARALLM_SIMD_KERNEL
@@ -18,7 +19,7 @@ namespace avx512 {
 #pragma GCC pop_options
 
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx2,fma,f16c")
 namespace avx2 {
 #define PARALLM_SIMD_LANES 8
 #include PARALLM_SIMD_KERNEL

@@ -13,7 +13,7 @@ namespace {
 TEST(PagedKvStorage, BuffersZeroedAndLineAligned) {
   // Small (page-aligned) and large (2 MiB-aligned, huge pages: 2 layers x 8 MiB) buffers, each type.
   for (int num_blocks : {3, 1024})
-    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16, KvDtype::kInt8}) {
+    for (KvDtype dtype : kKvDtypes) {
       SCOPED_TRACE(::testing::Message() << num_blocks << " blocks, " << KvDtypeName(dtype));
       PagedKvStorage kv(KvStorageShape{2, 2, 64, 16, num_blocks, dtype});
       for (int layer = 0; layer < 2; ++layer) {

@@ -188,7 +188,7 @@ INSTANTIATE_TEST_SUITE_P(
       return name.str();
     });
 
-// Keys and values stored as bf16 or int8: the kernel matches its twin reading the same stored bits, a head's result
+// Keys and values stored as f16, bf16 or int8: the kernel matches its twin reading the same stored bits, a head's result
 // still does not depend on the split, and the result stays close to attention over the f32 keys and values.
 class PagedAttentionStoredTest : public ::testing::TestWithParam<std::tuple<Case, KvDtype>> {};
 
@@ -199,7 +199,7 @@ TEST_P(PagedAttentionStoredTest, MatchesReferenceAndF32) {
   ref::PagedAttention(f.q.data(), f.shape, f.kv, f.table, c.n_ctx, 0, c.n_kv_heads, scratch, ref.data());
   const std::vector<float> f32 = exact.Run(0, c.n_kv_heads, std::vector<float>(f.q.size()));
   // Values are N(0, 1): the error of a weighted mean of them is about the storage's relative rounding.
-  const float tolerance = dtype == KvDtype::kBf16 ? 0.03f : 0.08f;
+  const float tolerance = dtype == KvDtype::kF16 ? 0.004f : dtype == KvDtype::kBf16 ? 0.03f : 0.08f;
   float worst = 0;
   for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::abs(ref[i] - f32[i]));
   EXPECT_LT(worst, tolerance);
@@ -222,7 +222,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          // Rows decoded into a tile of 8 vectors a row; rows wider than that tile
                                          // (above 256 dims) read as stored.
                                          Case{8, 2, 128, 16, 100}, Case{4, 1, 264, 8, 40}),
-                       ::testing::Values(KvDtype::kBf16, KvDtype::kInt8)),
+                       ::testing::Values(KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8)),
     [](const auto& info) {
       const Case& c = std::get<0>(info.param);
       std::ostringstream name;
@@ -231,12 +231,23 @@ INSTANTIATE_TEST_SUITE_P(
       return name.str();
     });
 
-// The conversions: bf16 rounds to nearest even, int8 reconstructs within half a step of its scale.
+// The conversions: f16 and bf16 round to nearest even (f16 saturating at its largest finite value), int8 reconstructs within half a step of its scale.
 TEST(KvDtypeTest, Conversions) {
   EXPECT_EQ(FloatToBf16(1.0f), 0x3F80);
   EXPECT_EQ(Bf16ToFloat(FloatToBf16(1.0f + 1.0f / 256)), 1.0f);  // halfway: to even (down)
   EXPECT_EQ(Bf16ToFloat(FloatToBf16(1.0f + 3.0f / 256)), 1.0f + 4.0f / 256);  // halfway: to even (up)
   EXPECT_TRUE(std::isnan(Bf16ToFloat(FloatToBf16(NAN))));
+  const std::vector<float> h{1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 1e6f, -7e4f, NAN, 65504.0f, 3e-8f};
+  uint16_t hb[7];
+  EncodeKvRow(KvDtype::kF16, h.data(), 7, hb, nullptr);
+  EXPECT_EQ(DecodeKvElement(KvDtype::kF16, hb, 0, 1), 1.0f);                // halfway: to even (down)
+  EXPECT_EQ(DecodeKvElement(KvDtype::kF16, hb, 1, 1), 1.0f + 4.0f / 2048);  // halfway: to even (up)
+  EXPECT_EQ(DecodeKvElement(KvDtype::kF16, hb, 2, 1), 65504.0f);            // saturates, not inf
+  EXPECT_EQ(DecodeKvElement(KvDtype::kF16, hb, 3, 1), -65504.0f);
+  EXPECT_TRUE(std::isnan(DecodeKvElement(KvDtype::kF16, hb, 4, 1)));
+  EXPECT_EQ(DecodeKvElement(KvDtype::kF16, hb, 5, 1), 65504.0f);
+  EXPECT_EQ(DecodeKvElement(KvDtype::kF16, hb, 6, 1), 0x1p-24f);  // just over half the smallest subnormal: up to it
+
   const std::vector<float> x{0.5f, -2.0f, 1.25f, 0.0f, 1.99f};
   int8_t q[5];
   float scale = -1;
@@ -250,6 +261,8 @@ TEST(KvDtypeTest, Conversions) {
   EXPECT_EQ(DecodeKvElement(KvDtype::kInt8, q, 0, scale), 0.0f);
   EXPECT_EQ(ParseKvDtype("auto"), KvDtype::kF32);
   EXPECT_EQ(ParseKvDtype("bfloat16"), KvDtype::kBf16);
+  EXPECT_EQ(ParseKvDtype("float16"), KvDtype::kF16);
+  EXPECT_EQ(ParseKvDtype("half"), KvDtype::kF16);
   EXPECT_EQ(ParseKvDtype("int8"), KvDtype::kInt8);
   EXPECT_EQ(ParseKvDtype("fp8"), std::nullopt);
 }
@@ -407,8 +420,10 @@ INSTANTIATE_TEST_SUITE_P(
         TokensCase{Case{14, 2, 64, 16, 80, 37}, 60}, TokensCase{Case{8, 4, 8, 16, 37, 5}, 10},
         TokensCase{Case{6, 3, 50, 5, 61, 16}, 30}, TokensCase{Case{14, 2, 64, 16, 50, 100}, 50},
         TokensCase{Case{14, 2, 64, 16, 300, 0, 1.0f}, 21}, TokensCase{Case{6, 3, 50, 5, 61, 17, 2.0f}, 25},
-        // bf16 and int8 keys and values: decoded tiles (up to 256 dims) and rows read as stored (264).
+        // 16-bit and int8 keys and values: decoded tiles (up to 256 dims) and rows read as stored (264).
         TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kBf16},
+        TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kF16}, TokensCase{Case{6, 3, 50, 5, 61, 16}, 30, KvDtype::kF16},
+        TokensCase{Case{4, 1, 264, 8, 40}, 18, KvDtype::kF16},
         TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kInt8},
         TokensCase{Case{6, 3, 50, 5, 61, 16}, 30, KvDtype::kInt8},
         TokensCase{Case{21, 3, 72, 7, 45, 0, 2.0f}, 20, KvDtype::kBf16},
@@ -472,8 +487,9 @@ INSTANTIATE_TEST_SUITE_P(
         TokensCase{Case{8, 1, 64, 3, 33}, 9}, TokensCase{Case{4, 2, 128, 16, 70}, 19},
         TokensCase{Case{8, 2, 96, 5, 50}, 50}, TokensCase{Case{2, 1, 256, 16, 45}, 20},
         TokensCase{Case{4, 4, 32, 16, 20}, 20},
-        // bf16 and int8 keys and values.
+        // 16-bit and int8 keys and values.
         TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kBf16},
+        TokensCase{Case{4, 2, 128, 16, 70}, 19, KvDtype::kF16},
         TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kInt8},
         TokensCase{Case{4, 2, 128, 16, 70}, 19, KvDtype::kInt8},
         TokensCase{Case{8, 2, 96, 5, 50}, 31, KvDtype::kBf16}),

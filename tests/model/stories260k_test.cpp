@@ -68,11 +68,11 @@ TEST(Stories260K, GreedyFromBosMatchesLlama2cSample) {
   EXPECT_EQ(text.substr(0, std::string(kDocumentedSample).size()), kDocumentedSample) << text;
 }
 
-// Keys and values stored as bf16 or int8 (--kv-cache-dtype) change the logits a little and the story not at all.
+// Keys and values stored as f16, bf16 or int8 (--kv-cache-dtype) change the logits a little and the story not at all.
 TEST(Stories260K, CompressedKvCacheKeepsTheSample) {
   std::vector<float> exact_logits;
   const std::vector<int32_t> exact = GreedyFromBos(Checkpoint(), 40, KvDtype::kF32, &exact_logits);
-  for (KvDtype dtype : {KvDtype::kBf16, KvDtype::kInt8}) {
+  for (KvDtype dtype : {KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}) {
     SCOPED_TRACE(KvDtypeName(dtype));
     std::vector<float> logits;
     const std::vector<int32_t> ids = GreedyFromBos(Checkpoint(), 40, dtype, &logits);

@@ -80,6 +80,8 @@ inline __m512 LoadKv16(const void* row, int64_t i, float scale) {
   } else if constexpr (kDt == KvDtype::kBf16) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(row) + i));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else if constexpr (kDt == KvDtype::kF16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(row) + i)));
   } else {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const int8_t*>(row) + i));
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), _mm512_set1_ps(scale));
@@ -114,7 +116,7 @@ template <KvDtype kDt>
 void Gather(const AttentionShape& s, const PagedKvView& kv, std::span<const int32_t> block_table, int64_t n_ctx_last,
             int kv_head, const Layout& lay, uint8_t* base) {
   const int D = s.head_dim, chunks = D / 32, groups = D / 16;
-  const int64_t elem = kDt == KvDtype::kF32 ? 4 : kDt == KvDtype::kBf16 ? 2 : 1;
+  const int64_t elem = static_cast<int64_t>(KvElementBytes(kDt));
   auto row_of = [&](const void* layer, int64_t slot) {
     return static_cast<const char*>(layer) + (slot * kv.slot_stride + static_cast<int64_t>(kv_head) * D) * elem;
   };
@@ -236,6 +238,7 @@ void PromptAttention(const float* q, int64_t q_stride, const AttentionShape& s, 
     case KvDtype::kF32: Gather<KvDtype::kF32>(s, kv, block_table, n_ctx_last, kv_head, lay, base); break;
     case KvDtype::kBf16: Gather<KvDtype::kBf16>(s, kv, block_table, n_ctx_last, kv_head, lay, base); break;
     case KvDtype::kInt8: Gather<KvDtype::kInt8>(s, kv, block_table, n_ctx_last, kv_head, lay, base); break;
+    case KvDtype::kF16: Gather<KvDtype::kF16>(s, kv, block_table, n_ctx_last, kv_head, lay, base); break;
   }
   const uint8_t* keys = base + lay.keys;
   const uint8_t* values = base + lay.values;

@@ -5,7 +5,7 @@ streams, and (with --rows long) 32 sequences of 1,000-token prompts and decode a
 shared, the latter with llama.cpp on one shared prompt: an easier case for it that runs in minutes).
 
 Usage: scripts/peer_compare.py PARALLM LLAMA_CPP_BIN_DIR [--model FILE.gguf | --preset P --quant Q] [--repeats 2]
-       [--rows ...] [--json F]
+       [--rows ...] [--kv-cache-dtype auto|f16|bf16|int8] [--json F]
 
 LLAMA_CPP_BIN_DIR holds llama-batched-bench, llama-bench, llama-server and llama-quantize, built from llama.cpp's
 source outside this repository (e.g. `cmake -S llama.cpp -B build -DLLAMA_CURL=OFF -DGGML_NATIVE=ON && cmake --build
@@ -16,7 +16,8 @@ written in f32 by `parallm make-model` and quantized to Q8_0 by llama-quantize, 
 parallm did not write; `--preset llama-3.2-1b` or `llama-3.2-3b` (Llama 3's vocabulary) and `--quant Q4_K_M` write
 the larger shapes and other types the same way. The two engines alternate row by row (A B, then B A), and each
 figure is the median of --repeats runs: the machine's speed drifts over an hour, so only the ratios of one run mean
-anything.
+anything. llama.cpp runs with its default KV cache, f16; parallm with --kv-cache-dtype (default auto, f32: twice the
+bytes a token; f16 is the like-for-like cache).
 """
 import argparse
 import json
@@ -77,12 +78,14 @@ class Llama:
 class Parallm:
     """parallm's bench commands on the same file and shapes."""
 
-    def __init__(self, binary, model, scratch):
+    def __init__(self, binary, model, scratch, kv_cache_dtype="auto"):
         self.binary, self.model, self.out = binary, model, os.path.join(scratch, "parallm.json")
+        self.kv = ["--kv-cache-dtype", kv_cache_dtype]
 
     def bench(self, prompts, input_len, max_tokens):
         run([self.binary, "bench", "-m", self.model, "--prompts", str(prompts), "--concurrency", str(prompts),
-             "--input-len", str(input_len), "--max-tokens", str(max_tokens), "-t", THREADS, "--output", self.out])
+             "--input-len", str(input_len), "--max-tokens", str(max_tokens), "-t", THREADS, "--output", self.out]
+            + self.kv)
         with open(self.out) as f:
             return json.load(f)["runs"][0]
 
@@ -98,7 +101,7 @@ class Parallm:
 
     def server(self, port, slots, ctx_per_slot):
         return subprocess.Popen([self.binary, "serve", "-m", self.model, "--port", str(port), "--threads", THREADS,
-                                 "--max-num-seqs", str(slots)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                 "--max-num-seqs", str(slots)] + self.kv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def http_streams(engine, client, scratch, streams=32, input_len=100, output_len=64):
@@ -183,6 +186,8 @@ def main():
                     help="comma list; 'long' adds long contexts, 'shared' the 2,000-token decode with the peer on one "
                     "shared prompt (minutes instead of an hour), 'pure' the aggregate rows counted as the peer counts "
                     "them (steps without prefill)")
+    ap.add_argument("--kv-cache-dtype", default="auto",
+                    help="parallm's KV cache (llama.cpp keeps its default, f16): auto (f32), f16, bf16 or int8")
     ap.add_argument("--scratch", default=os.path.join(tempfile.gettempdir(), "parallm-peer"))
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -192,7 +197,7 @@ def main():
     os.makedirs(a.scratch, exist_ok=True)
     tokenizer = a.tokenizer or os.path.join(fixtures, "tokenizers", PRESET_TOKENIZERS[a.preset])
     model = a.model or benchmark_file(a.parallm, a.llama_bin, a.preset, tokenizer, a.quant, a.scratch)
-    engines = [("llama.cpp", Llama(a.llama_bin, model)), ("parallm", Parallm(a.parallm, model, a.scratch))]
+    engines = [("llama.cpp", Llama(a.llama_bin, model)), ("parallm", Parallm(a.parallm, model, a.scratch, a.kv_cache_dtype))]
     wanted = set(a.rows.split(","))
     results = []
     for key, what, measure, unit in rows(a.parallm, a.scratch):
@@ -211,7 +216,8 @@ def main():
         cell = lambda v: f"{v:.1f}" if v is not None else "failed"
         ratio = f"{r['parallm'] / r['llama.cpp']:.2f}x" if r["parallm"] and r["llama.cpp"] else "-"
         print(f"| {r['workload']} | {cell(r['llama.cpp'])} | {cell(r['parallm'])} | {ratio} |")
-    print(f"\n{os.path.basename(model)}, {THREADS} threads, median of {a.repeats} alternating runs per engine.")
+    print(f"\n{os.path.basename(model)}, {THREADS} threads, median of {a.repeats} alternating runs per engine; "
+          f"parallm's KV cache: {a.kv_cache_dtype}, llama.cpp's: f16.")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"model": model, "rows": results}, f, indent=1)

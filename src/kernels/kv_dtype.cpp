@@ -5,9 +5,45 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "tensor/fp16.h"
 
 namespace parallm {
+namespace {
+
+constexpr float kF16Max = 65504.0f;  // the largest finite f16
+
+// x as f16, saturated at +-kF16Max; NaN stays NaN (both comparisons are false).
+uint16_t SaturatedF16(float x) { return F32ToF16(x > kF16Max ? kF16Max : x < -kF16Max ? -kF16Max : x); }
+
+// SaturatedF16 of n floats. A decode step writes a row per token, layer and KV head: converted one by one, they took
+// ~3% of a 64-sequence step on the 3B shape. F16C converts 8 at a time with the same rounding (to nearest even,
+// subnormals included), so the bits are the same (a test compares them); NaN's payload may differ, not its NaN-ness.
+#if defined(__x86_64__)
+__attribute__((target("avx,f16c"))) void EncodeF16Row(const float* x, int n, uint16_t* out) {
+  const __m256 lo = _mm256_set1_ps(-kF16Max), hi = _mm256_set1_ps(kF16Max);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    // max and min return their second operand when either is NaN: a NaN lane passes through both.
+    const __m256 v = _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_loadu_ps(x + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) out[i] = SaturatedF16(x[i]);
+}
+#endif
+
+void EncodeF16(const float* x, int n, uint16_t* out) {
+#if defined(__x86_64__)
+  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  if (f16c) return EncodeF16Row(x, n, out);
+#endif
+  for (int i = 0; i < n; ++i) out[i] = SaturatedF16(x[i]);
+}
+
+}  // namespace
 
 size_t KvElementBytes(KvDtype dtype) {
   switch (dtype) {
@@ -62,12 +98,9 @@ void EncodeKvRow(KvDtype dtype, const float* x, int n, void* dst, float* scale) 
       for (int i = 0; i < n; ++i) out[i] = FloatToBf16(x[i]);
       return;
     }
-    case KvDtype::kF16: {
-      constexpr float kMax = 65504.0f;  // the largest finite f16
-      auto* out = static_cast<uint16_t*>(dst);
-      for (int i = 0; i < n; ++i) out[i] = F32ToF16(std::isnan(x[i]) ? x[i] : std::clamp(x[i], -kMax, kMax));
+    case KvDtype::kF16:
+      EncodeF16(x, n, static_cast<uint16_t*>(dst));
       return;
-    }
     case KvDtype::kInt8: {
       float amax = 0;
       for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));

@@ -3,6 +3,7 @@
 // heads are split, on what else is in the scratch buffer, or on the other heads' queries. Keys and values stored as
 // bf16 and int8 (KvDtype) too: against the twin, and close to the f32 result. PagedAttentionTokens (a prefill chunk's
 // tokens together): each token the same bits as alone, in any run of tokens.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "kernels/attention.h"
 #include "kernels/kv_dtype.h"
 #include "kernels/prompt_attention.h"
+#include "tensor/fp16.h"
 
 namespace parallm {
 namespace {
@@ -265,6 +267,28 @@ TEST(KvDtypeTest, Conversions) {
   EXPECT_EQ(ParseKvDtype("half"), KvDtype::kF16);
   EXPECT_EQ(ParseKvDtype("int8"), KvDtype::kInt8);
   EXPECT_EQ(ParseKvDtype("fp8"), std::nullopt);
+}
+
+// f16 rows are converted 8 values at a time where the CPU has F16C: the same bits as the conversion one value at a
+// time, over values of every exponent from below f16's subnormals to past its largest (saturated), exact halfway
+// cases, signs, zeros, and a ragged tail.
+TEST(KvDtypeTest, F16RowsEqualOneByOne) {
+  std::mt19937 rng(7);
+  std::vector<float> x(1003);
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t bits = rng();
+    const uint32_t exponent = 100 + rng() % 50;  // 2^-27 .. 2^22
+    bits = (bits & 0x807FFFFFu) | (exponent << 23);
+    if (i % 7 == 0) bits = (bits & ~0x1FFFu) | 0x1000u;  // halfway between two f16 (normal ones)
+    if (i % 101 == 0) bits &= 0x80000000u;               // +-0
+    std::memcpy(&x[i], &bits, sizeof bits);
+  }
+  std::vector<uint16_t> row(x.size());
+  EncodeKvRow(KvDtype::kF16, x.data(), static_cast<int>(x.size()), row.data(), nullptr);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float saturated = std::clamp(x[i], -65504.0f, 65504.0f);
+    EXPECT_EQ(row[i], F32ToF16(saturated)) << i << ": " << x[i];
+  }
 }
 
 // PagedAttentionTokens: consecutive tokens of one sequence (a prefill chunk) computed together give every token the

@@ -269,10 +269,10 @@ TEST(KvDtypeTest, Conversions) {
   EXPECT_EQ(ParseKvDtype("fp8"), std::nullopt);
 }
 
-// f16 rows are converted 8 values at a time where the CPU has F16C: the same bits as the conversion one value at a
-// time, over values of every exponent from below f16's subnormals to past its largest (saturated), exact halfway
-// cases, signs, zeros, and a ragged tail.
-TEST(KvDtypeTest, F16RowsEqualOneByOne) {
+// Rows are converted 8 values at a time where the CPU has AVX2 and F16C: the same bits as the conversions one value
+// at a time, over values of every exponent from below f16's subnormals to past its largest (saturated), exact
+// halfway cases of f16 and of bf16, signs, zeros, NaN (bf16), and a ragged tail.
+TEST(KvDtypeTest, RowsEqualOneByOne) {
   std::mt19937 rng(7);
   std::vector<float> x(1003);
   for (size_t i = 0; i < x.size(); ++i) {
@@ -280,14 +280,32 @@ TEST(KvDtypeTest, F16RowsEqualOneByOne) {
     const uint32_t exponent = 100 + rng() % 50;  // 2^-27 .. 2^22
     bits = (bits & 0x807FFFFFu) | (exponent << 23);
     if (i % 7 == 0) bits = (bits & ~0x1FFFu) | 0x1000u;  // halfway between two f16 (normal ones)
+    if (i % 11 == 0) bits = (bits & ~0xFFFFu) | 0x8000u;  // halfway between two bf16
     if (i % 101 == 0) bits &= 0x80000000u;               // +-0
     std::memcpy(&x[i], &bits, sizeof bits);
   }
+  const int n = static_cast<int>(x.size());
   std::vector<uint16_t> row(x.size());
-  EncodeKvRow(KvDtype::kF16, x.data(), static_cast<int>(x.size()), row.data(), nullptr);
+  EncodeKvRow(KvDtype::kF16, x.data(), n, row.data(), nullptr);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(row[i], F32ToF16(std::clamp(x[i], -65504.0f, 65504.0f))) << i;
+  std::vector<float> with_nan = x;
+  with_nan[3] = 1e8f;  // the row's largest magnitude, before a NaN in the same vector lane
+  with_nan[403] = NAN;
+  with_nan[n - 2] = -NAN;  // in the tail
+  EncodeKvRow(KvDtype::kBf16, with_nan.data(), n, row.data(), nullptr);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(row[i], FloatToBf16(with_nan[i])) << i;
+  // int8: the row's scale is its largest magnitude over 127, each code x / scale to nearest even; a NaN is ignored by
+  // the scale (its own code is unspecified).
+  std::vector<int8_t> codes(x.size());
+  float scale = 0;
+  EncodeKvRow(KvDtype::kInt8, with_nan.data(), n, codes.data(), &scale);
+  float amax = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!std::isnan(with_nan[i])) amax = std::max(amax, std::fabs(with_nan[i]));
+  EXPECT_EQ(scale, amax / 127.0f);
   for (size_t i = 0; i < x.size(); ++i) {
-    const float saturated = std::clamp(x[i], -65504.0f, 65504.0f);
-    EXPECT_EQ(row[i], F32ToF16(saturated)) << i << ": " << x[i];
+    if (std::isnan(with_nan[i])) continue;
+    EXPECT_EQ(codes[i], static_cast<int8_t>(std::nearbyint(with_nan[i] * (1.0f / scale)))) << i;
   }
 }
 

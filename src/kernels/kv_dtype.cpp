@@ -19,6 +19,14 @@ constexpr float kF16Max = 65504.0f;  // the largest finite f16
 // x as f16, saturated at +-kF16Max; NaN stays NaN (both comparisons are false).
 uint16_t SaturatedF16(float x) { return F32ToF16(x > kF16Max ? kF16Max : x < -kF16Max ? -kF16Max : x); }
 
+void EncodeF16(const float* x, int n, uint16_t* out) {
+  for (int i = 0; i < n; ++i) out[i] = SaturatedF16(x[i]);
+}
+
+void EncodeBf16(const float* x, int n, uint16_t* out) {
+  for (int i = 0; i < n; ++i) out[i] = FloatToBf16(x[i]);
+}
+
 // int8 codes of n floats: the row's scale amax / 127 (NaN ignored, as std::max ignores it), codes x / scale rounded to
 // nearest even and clamped to +-127 (a NaN's code is unspecified). Returns the scale.
 float EncodeInt8(const float* x, int n, int8_t* out) {
@@ -90,12 +98,25 @@ PARALLM_ROW_TARGET float EncodeInt8Row(const float* x, int n, int8_t* out) {
   return s;
 }
 #undef PARALLM_ROW_TARGET
-
-bool RowsInVectors() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-  return yes;
-}
 #endif
+
+// The row converters this CPU runs, chosen at first use.
+struct RowEncoders {
+  void (*f16)(const float* x, int n, uint16_t* out);
+  void (*bf16)(const float* x, int n, uint16_t* out);
+  float (*int8)(const float* x, int n, int8_t* out);  // returns the row's scale
+};
+
+const RowEncoders& Encoders() {
+  static const RowEncoders encoders = [] {
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+      return RowEncoders{&EncodeF16Row, &EncodeBf16Row, &EncodeInt8Row};
+#endif
+    return RowEncoders{&EncodeF16, &EncodeBf16, &EncodeInt8};
+  }();
+  return encoders;
+}
 
 }  // namespace
 
@@ -147,33 +168,15 @@ void EncodeKvRow(KvDtype dtype, const float* x, int n, void* dst, float* scale) 
     case KvDtype::kF32:
       std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float));
       return;
-    case KvDtype::kBf16: {
-      auto* out = static_cast<uint16_t*>(dst);
-#if defined(__x86_64__)
-      if (RowsInVectors()) return EncodeBf16Row(x, n, out);
-#endif
-      for (int i = 0; i < n; ++i) out[i] = FloatToBf16(x[i]);
+    case KvDtype::kBf16:
+      Encoders().bf16(x, n, static_cast<uint16_t*>(dst));
       return;
-    }
-    case KvDtype::kF16: {
-      auto* out = static_cast<uint16_t*>(dst);
-#if defined(__x86_64__)
-      if (RowsInVectors()) return EncodeF16Row(x, n, out);
-#endif
-      for (int i = 0; i < n; ++i) out[i] = SaturatedF16(x[i]);
+    case KvDtype::kF16:
+      Encoders().f16(x, n, static_cast<uint16_t*>(dst));
       return;
-    }
-    case KvDtype::kInt8: {
-      auto* out = static_cast<int8_t*>(dst);
-#if defined(__x86_64__)
-      if (RowsInVectors()) {
-        *scale = EncodeInt8Row(x, n, out);
-        return;
-      }
-#endif
-      *scale = EncodeInt8(x, n, out);
+    case KvDtype::kInt8:
+      *scale = Encoders().int8(x, n, static_cast<int8_t*>(dst));
       return;
-    }
   }
 }
 

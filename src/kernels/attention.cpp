@@ -139,14 +139,12 @@ using GroupKernel = const GroupKernels*;
 
 // The kernels for `lanes`, or null where this build or CPU lacks them.
 GroupKernel KernelFor(int lanes) {
+  if (!SimdLanesRun(lanes)) return nullptr;
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (lanes == 16) return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c") ? &kAvx512 : nullptr;
-  if (lanes == 8)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") ? &kAvx2
-                                                                                                          : nullptr;
+  if (lanes == 16) return &kAvx512;
+  if (lanes == 8) return &kAvx2;
 #endif
-  return lanes == 4 ? &kBaseline : nullptr;
+  return &kBaseline;
 }
 
 GroupKernel BestKernel() {

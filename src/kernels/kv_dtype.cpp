@@ -27,14 +27,23 @@ void EncodeBf16(const float* x, int n, uint16_t* out) {
   for (int i = 0; i < n; ++i) out[i] = FloatToBf16(x[i]);
 }
 
-// int8 codes of n floats: the row's scale amax / 127 (NaN ignored, as std::max ignores it), codes x / scale rounded to
-// nearest even and clamped to +-127 (a NaN's code is unspecified). Returns the scale.
-float EncodeInt8(const float* x, int n, int8_t* out) {
-  float amax = 0;
+// The largest of amax and the n magnitudes |x[i]| (a NaN is ignored, as std::max ignores it).
+float MaxMagnitude(const float* x, int n, float amax) {
   for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float s = amax / 127.0f;
-  const float inv = s > 0 ? 1.0f / s : 0.0f;
+  return amax;
+}
+// An int8 row's scale from its largest magnitude, and the factor its codes are x times.
+float Int8Scale(float amax) { return amax / 127.0f; }
+float InverseScale(float s) { return s > 0 ? 1.0f / s : 0.0f; }
+// Codes x * inv rounded to nearest even and clamped to +-127 (a NaN's code is unspecified).
+void Int8Codes(const float* x, int n, float inv, int8_t* out) {
   for (int i = 0; i < n; ++i) out[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * inv), -127.0f, 127.0f));
+}
+
+// int8 codes of n floats with the row's scale amax / 127; returns the scale.
+float EncodeInt8(const float* x, int n, int8_t* out) {
+  const float s = Int8Scale(MaxMagnitude(x, n, 0.0f));
+  Int8Codes(x, n, InverseScale(s), out);
   return s;
 }
 
@@ -54,7 +63,7 @@ PARALLM_ROW_TARGET void EncodeF16Row(const float* x, int n, uint16_t* out) {
     const __m256 v = _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_loadu_ps(x + i)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
-  for (; i < n; ++i) out[i] = SaturatedF16(x[i]);
+  EncodeF16(x + i, n - i, out + i);
 }
 
 PARALLM_ROW_TARGET void EncodeBf16Row(const float* x, int n, uint16_t* out) {
@@ -63,7 +72,8 @@ PARALLM_ROW_TARGET void EncodeBf16Row(const float* x, int n, uint16_t* out) {
   for (; i + 8 <= n; i += 8) {
     const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
     const __m256i top = _mm256_srli_epi32(u, 16);
-    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(half, _mm256_and_si256(top, one))), 16);
+    const __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(half, _mm256_and_si256(top, one))), 16);
     const __m256 f = _mm256_castsi256_ps(u);
     const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
     const __m256i h = _mm256_blendv_epi8(rounded, _mm256_or_si256(top, quiet), nan);
@@ -71,7 +81,7 @@ PARALLM_ROW_TARGET void EncodeBf16Row(const float* x, int n, uint16_t* out) {
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_castsi256_si128(packed));
   }
-  for (; i < n; ++i) out[i] = FloatToBf16(x[i]);
+  EncodeBf16(x + i, n - i, out + i);
 }
 
 PARALLM_ROW_TARGET float EncodeInt8Row(const float* x, int n, int8_t* out) {
@@ -81,20 +91,18 @@ PARALLM_ROW_TARGET float EncodeInt8Row(const float* x, int n, int8_t* out) {
   for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), m);  // NaN: keeps m
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, m);
-  float amax = 0;
-  for (float l : lanes) amax = std::max(amax, l);
-  for (; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float s = amax / 127.0f;
-  const float inv = s > 0 ? 1.0f / s : 0.0f;
+  const int whole = i;
+  const float s = Int8Scale(MaxMagnitude(x + whole, n - whole, MaxMagnitude(lanes, 8, 0.0f)));
+  const float inv = InverseScale(s);
   const __m256 vinv = _mm256_set1_ps(inv), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
-  for (i = 0; i + 8 <= n; i += 8) {
+  for (i = 0; i < whole; i += 8) {
     const __m256 q = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m256i v = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(q, lo), hi));  // whole numbers: exact
     const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(out + i), _mm_packs_epi16(w, w));
   }
-  for (; i < n; ++i) out[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * inv), -127.0f, 127.0f));
+  Int8Codes(x + whole, n - whole, inv, out + whole);
   return s;
 }
 #undef PARALLM_ROW_TARGET

@@ -1,8 +1,8 @@
 // Instantiates one vector kernel once per instruction set: the file named by PARALLM_SIMD_KERNEL (a kernel's
 // -inl.h, written against simd_vec-inl.h) is included in namespaces avx512 (16 lanes), avx2 (8 lanes, x86 only)
 // and baseline (4 lanes), each in its own `#pragma GCC target` region (both x86 ones with F16C: the CPUs that have
-// AVX2 have it, and the callers check for it). Include it inside the .cpp's anonymous
-// namespace; the .cpp then picks among avx512::, avx2:: and baseline:: at run time.
+// AVX2 have it, and SimdLanesRun checks for it). Include it inside the .cpp's anonymous namespace; the .cpp then picks
+// among avx512::, avx2:: and baseline:: at run time, where SimdLanesRun says the CPU runs them.
 
 #ifndef PARALLM_SIMD_KERNEL
 #error "define PARALLM_SIMD_KERNEL as the kernel's -inl.h path before including simd_targets-inl.h"
@@ -33,3 +33,14 @@ namespace baseline {
 #include PARALLM_SIMD_KERNEL
 #undef PARALLM_SIMD_LANES
 }  // namespace baseline
+
+// Whether this CPU runs the instances for `lanes`: 16 and 8 need the x86 targets above, 4 runs anywhere.
+inline bool SimdLanesRun(int lanes) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (lanes == 16) return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
+  if (lanes == 8)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#endif
+  return lanes == 4;
+}

@@ -101,7 +101,8 @@ class Parallm:
 
     def server(self, port, slots, ctx_per_slot):
         return subprocess.Popen([self.binary, "serve", "-m", self.model, "--port", str(port), "--threads", THREADS,
-                                 "--max-num-seqs", str(slots)] + self.kv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                 "--max-num-seqs", str(slots)] + self.kv,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def http_streams(engine, client, scratch, streams=32, input_len=100, output_len=64):
@@ -197,7 +198,8 @@ def main():
     os.makedirs(a.scratch, exist_ok=True)
     tokenizer = a.tokenizer or os.path.join(fixtures, "tokenizers", PRESET_TOKENIZERS[a.preset])
     model = a.model or benchmark_file(a.parallm, a.llama_bin, a.preset, tokenizer, a.quant, a.scratch)
-    engines = [("llama.cpp", Llama(a.llama_bin, model)), ("parallm", Parallm(a.parallm, model, a.scratch, a.kv_cache_dtype))]
+    engines = [("llama.cpp", Llama(a.llama_bin, model)),
+               ("parallm", Parallm(a.parallm, model, a.scratch, a.kv_cache_dtype))]
     wanted = set(a.rows.split(","))
     results = []
     for key, what, measure, unit in rows(a.parallm, a.scratch):

@@ -1,7 +1,7 @@
 // `parallm bench`: offline throughput (the default), `bench batching` (1 vs N concurrent requests and a sweep),
-// `bench speculative` (prompt lookup on vs off), `bench kv-cache-dtype` (f32, f16, bf16 and int8 caches: memory, fidelity,
-// speed), `bench prefix-cache` (the seed's HIT/MISS table) and `bench paged-cache` (a shared system prompt with and
-// without prefix sharing), `bench detok` (streaming detokenization) and `bench tokenize` (Encode MB/s, long inputs,
+// `bench speculative` (prompt lookup on vs off), `bench kv-cache-dtype` (f32, f16, bf16 and int8 caches: memory,
+// fidelity, speed), `bench prefix-cache` (the seed's HIT/MISS table) and `bench paged-cache` (a shared system prompt
+// with and without prefix sharing), `bench detok` (streaming detokenization) and `bench tokenize` (Encode MB/s, long inputs,
 // tokenizers.js side by side), and `bench serve` (an online load client for any OpenAI-compatible server).
 // Every command prints a table and can write JSON (--output); batching and serve can draw an SVG (--chart).
 #include <algorithm>
@@ -791,7 +791,8 @@ void AddBenchCommand(CLI::App& app) {
       ->capture_default_str();
   speculative->callback([o, temperature, workload] { ExitOnError(RunSpeculative(*o, *temperature, *workload)); });
   auto* kv_dtype = bench->add_subcommand(
-      "kv-cache-dtype", "KV cache in f32, f16, bf16 and int8: bytes per token, logit error against f32, top-1 agreement, decode tokens/s");
+      "kv-cache-dtype",
+      "KV cache in f32, f16, bf16 and int8: bytes per token, logit error against f32, top-1 agreement, decode tokens/s");
   AddModelOptions(kv_dtype, *o);
   kv_dtype->add_option("--prompts", o->prompts, "Requests")->capture_default_str();
   kv_dtype->add_option("--concurrency", o->concurrency, "Requests running at once")->capture_default_str();

@@ -11,7 +11,8 @@ void AddKvCacheDtypeOption(CLI::App* cmd, KvDtype* dtype) {
          [dtype](const std::string& name) {
            const std::optional<KvDtype> parsed = ParseKvDtype(name);
            if (!parsed) {
-             std::string message = "--kv-cache-dtype: '" + name + "' is not one of auto, f16 (float16), bf16 (bfloat16) or int8";
+             std::string message =
+                 "--kv-cache-dtype: '" + name + "' is not one of auto, f16 (float16), bf16 (bfloat16) or int8";
              if (name.rfind("fp8", 0) == 0)
                message += "; fp8 is a GPU format, and int8 (with a scale per token and head) takes the same bytes here";
              throw CLI::ValidationError(message);

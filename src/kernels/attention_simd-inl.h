@@ -192,8 +192,8 @@ PARALLM_INLINE V ScoreRows(const float* qg, const U* const (&k)[W]) {
 }
 
 // One query head's scores (qg: head_dim floats) for the tile's W key rows k[i] of element type U (f32, decoded or
-// stored so; bf16 / f16 / int8 read directly), lane i for row i; with kScaled (int8), the rows' scales in key_scale. The
-// single-token kernel and the multi-token one both compute every score here: a score's bits depend on its query and
+// stored so; bf16 / f16 / int8 read directly), lane i for row i; with kScaled (int8), the rows' scales in key_scale.
+// The single-token kernel and the multi-token one both compute every score here: a score's bits depend on its query and
 // key rows alone, not on the tile's other lanes (every lane's dot product and its fold in TransposeSum are the same
 // operations), so where a position falls in a tile does not matter either.
 template <bool kScaled, class U>

@@ -102,7 +102,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // Keys and values stored as bf16, f16 and as int8 with per-slot scales (--kv-cache-dtype).
                       InvarianceCase{"qwen2_q8_0_kv_bf16", {Arch::kQwen2, ModelFormat::kGguf, DType::kQ8_0},
                                      KvDtype::kBf16},
-                      InvarianceCase{"llama_f32_kv_f16", {Arch::kLlama, ModelFormat::kGguf, DType::kF32}, KvDtype::kF16},
+                      InvarianceCase{"llama_f32_kv_f16", {Arch::kLlama, ModelFormat::kGguf, DType::kF32},
+                                     KvDtype::kF16},
                       InvarianceCase{"qwen3_q4_k_kv_int8", {Arch::kQwen3, ModelFormat::kGguf, DType::kQ4_K},
                                      KvDtype::kInt8},
                       InvarianceCase{"llama_mlx4", {Arch::kLlama, ModelFormat::kMlxFolder, DType::kF32, 4}},

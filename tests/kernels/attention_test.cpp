@@ -190,8 +190,8 @@ INSTANTIATE_TEST_SUITE_P(
       return name.str();
     });
 
-// Keys and values stored as f16, bf16 or int8: the kernel matches its twin reading the same stored bits, a head's result
-// still does not depend on the split, and the result stays close to attention over the f32 keys and values.
+// Keys and values stored as f16, bf16 or int8: the kernel matches its twin reading the same stored bits, a head's
+// result still does not depend on the split, and the result stays close to attention over the f32 keys and values.
 class PagedAttentionStoredTest : public ::testing::TestWithParam<std::tuple<Case, KvDtype>> {};
 
 TEST_P(PagedAttentionStoredTest, MatchesReferenceAndF32) {
@@ -233,7 +233,8 @@ INSTANTIATE_TEST_SUITE_P(
       return name.str();
     });
 
-// The conversions: f16 and bf16 round to nearest even (f16 saturating at its largest finite value), int8 reconstructs within half a step of its scale.
+// The conversions: f16 and bf16 round to nearest even (f16 saturating at its largest finite value), int8 reconstructs
+// within half a step of its scale.
 TEST(KvDtypeTest, Conversions) {
   EXPECT_EQ(FloatToBf16(1.0f), 0x3F80);
   EXPECT_EQ(Bf16ToFloat(FloatToBf16(1.0f + 1.0f / 256)), 1.0f);  // halfway: to even (down)
@@ -464,7 +465,8 @@ INSTANTIATE_TEST_SUITE_P(
         TokensCase{Case{14, 2, 64, 16, 300, 0, 1.0f}, 21}, TokensCase{Case{6, 3, 50, 5, 61, 17, 2.0f}, 25},
         // 16-bit and int8 keys and values: decoded tiles (up to 256 dims) and rows read as stored (264).
         TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kBf16},
-        TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kF16}, TokensCase{Case{6, 3, 50, 5, 61, 16}, 30, KvDtype::kF16},
+        TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kF16},
+        TokensCase{Case{6, 3, 50, 5, 61, 16}, 30, KvDtype::kF16},
         TokensCase{Case{4, 1, 264, 8, 40}, 18, KvDtype::kF16},
         TokensCase{Case{14, 2, 64, 16, 40}, 40, KvDtype::kInt8},
         TokensCase{Case{6, 3, 50, 5, 61, 16}, 30, KvDtype::kInt8},

@@ -187,7 +187,7 @@ def main():
                     help="comma list; 'long' adds long contexts, 'shared' the 2,000-token decode with the peer on one "
                     "shared prompt (minutes instead of an hour), 'pure' the aggregate rows counted as the peer counts "
                     "them (steps without prefill)")
-    ap.add_argument("--kv-cache-dtype", default="auto",
+    ap.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "f32", "f16", "bf16", "int8"],
                     help="parallm's KV cache (llama.cpp keeps its default, f16): auto (f32), f16, bf16 or int8")
     ap.add_argument("--scratch", default=os.path.join(tempfile.gettempdir(), "parallm-peer"))
     ap.add_argument("--json")

@@ -16,8 +16,8 @@ written in f32 by `parallm make-model` and quantized to Q8_0 by llama-quantize, 
 parallm did not write; `--preset llama-3.2-1b` or `llama-3.2-3b` (Llama 3's vocabulary) and `--quant Q4_K_M` write
 the larger shapes and other types the same way. The two engines alternate row by row (A B, then B A), and each
 figure is the median of --repeats runs: the machine's speed drifts over an hour, so only the ratios of one run mean
-anything. llama.cpp runs with its default KV cache, f16; parallm with --kv-cache-dtype (default auto, f32: twice the
-bytes a token; f16 is the like-for-like cache).
+anything. llama.cpp runs with its default KV cache, f16; parallm with --kv-cache-dtype (default auto: f16 for the
+quantized files compared here, the same cache as the peer's).
 """
 import argparse
 import json
@@ -81,13 +81,16 @@ class Parallm:
     def __init__(self, binary, model, scratch, kv_cache_dtype="auto"):
         self.binary, self.model, self.out = binary, model, os.path.join(scratch, "parallm.json")
         self.kv = ["--kv-cache-dtype", kv_cache_dtype]
+        self.kv_stored = kv_cache_dtype  # what the cache stored, as `bench` reports it (auto resolved)
 
     def bench(self, prompts, input_len, max_tokens):
         run([self.binary, "bench", "-m", self.model, "--prompts", str(prompts), "--concurrency", str(prompts),
              "--input-len", str(input_len), "--max-tokens", str(max_tokens), "-t", THREADS, "--output", self.out]
             + self.kv)
         with open(self.out) as f:
-            return json.load(f)["runs"][0]
+            report = json.load(f)
+        self.kv_stored = report.get("kv_cache_dtype", self.kv_stored)
+        return report["runs"][0]
 
     def batched(self, npp, ntg, npl, shared=False):
         # `shared` is the peer's: parallm always runs npl distinct prompts (the harder case for it).
@@ -188,7 +191,8 @@ def main():
                     "shared prompt (minutes instead of an hour), 'pure' the aggregate rows counted as the peer counts "
                     "them (steps without prefill)")
     ap.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "f32", "f16", "bf16", "int8"],
-                    help="parallm's KV cache (llama.cpp keeps its default, f16): auto (f32), f16, bf16 or int8")
+                    help="parallm's KV cache (llama.cpp keeps its default, f16): auto (f16 for a quantized file), f32, "
+                    "f16, bf16 or int8")
     ap.add_argument("--scratch", default=os.path.join(tempfile.gettempdir(), "parallm-peer"))
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -198,8 +202,8 @@ def main():
     os.makedirs(a.scratch, exist_ok=True)
     tokenizer = a.tokenizer or os.path.join(fixtures, "tokenizers", PRESET_TOKENIZERS[a.preset])
     model = a.model or benchmark_file(a.parallm, a.llama_bin, a.preset, tokenizer, a.quant, a.scratch)
-    engines = [("llama.cpp", Llama(a.llama_bin, model)),
-               ("parallm", Parallm(a.parallm, model, a.scratch, a.kv_cache_dtype))]
+    parallm = Parallm(a.parallm, model, a.scratch, a.kv_cache_dtype)
+    engines = [("llama.cpp", Llama(a.llama_bin, model)), ("parallm", parallm)]
     wanted = set(a.rows.split(","))
     results = []
     for key, what, measure, unit in rows(a.parallm, a.scratch):
@@ -219,7 +223,7 @@ def main():
         ratio = f"{r['parallm'] / r['llama.cpp']:.2f}x" if r["parallm"] and r["llama.cpp"] else "-"
         print(f"| {r['workload']} | {cell(r['llama.cpp'])} | {cell(r['parallm'])} | {ratio} |")
     print(f"\n{os.path.basename(model)}, {THREADS} threads, median of {a.repeats} alternating runs per engine; "
-          f"parallm's KV cache: {a.kv_cache_dtype}, llama.cpp's: f16.")
+          f"parallm's KV cache: {parallm.kv_stored}, llama.cpp's: f16.")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"model": model, "rows": results}, f, indent=1)

@@ -86,9 +86,10 @@ class LLM:
             "num_speculative_tokens": 4, "prompt_lookup_max": 3}`` (prompt lookup) or ``{"model": "draft.gguf",
             "num_speculative_tokens": 4}`` (a smaller draft model with the same vocabulary: a path or a synthetic
             spec): drafts verified in the request's next step; outputs are the same as without it.
-        kv_cache_dtype: how the KV cache stores keys and values, as vLLM's option: ``"auto"`` (f32, exact),
-            ``"f16"`` or ``"bf16"`` (half the memory per token; f16 the closer to f32, bf16 with f32's range) or
-            ``"int8"`` (a quarter, one scale per token and head).
+        kv_cache_dtype: how the KV cache stores keys and values, as vLLM's option: ``"auto"`` (the model's: f16
+            for quantized or 16-bit weights, as llama.cpp stores, f32 for f32 weights), ``"f32"`` (exact),
+            ``"f16"`` or ``"bf16"`` (half of f32's memory per token; f16 the closer to f32, bf16 with f32's range)
+            or ``"int8"`` (a quarter, one scale per token and head).
 
     Raises FileNotFoundError for a path that does not exist, RuntimeError for a model or tokenizer that cannot
     be read (with the loader's message), ValueError for an option out of range.

@@ -48,8 +48,16 @@ void CheckOptions(const EngineOptions& o) {
   if (o.num_kv_blocks == 0 && !(o.kv_cache_gb > 0)) fail(fmt::format("kv_cache_gb must be > 0, got {}", o.kv_cache_gb));
   if (o.block_size < 1) fail(fmt::format("block_size must be >= 1, got {}", o.block_size));
   if (o.threads < 0) fail(fmt::format("threads must be >= 0, got {}", o.threads));
-  if (!ParseKvDtype(o.kv_cache_dtype))
-    fail(fmt::format("kv_cache_dtype must be 'auto', 'f16', 'bf16' or 'int8', got '{}'", o.kv_cache_dtype));
+  std::optional<KvDtype> kv_dtype;
+  if (!ParseKvCacheDtype(o.kv_cache_dtype, &kv_dtype))
+    fail(fmt::format("kv_cache_dtype must be 'auto', 'f32', 'f16', 'bf16' or 'int8', got '{}'", o.kv_cache_dtype));
+}
+
+// The type the KV cache stores with these options: the one asked for, or the model's own for "auto".
+KvDtype KvDtypeFor(const Model& model, const EngineOptions& o) {
+  std::optional<KvDtype> kv_dtype;
+  ParseKvCacheDtype(o.kv_cache_dtype, &kv_dtype);  // CheckOptions has accepted the name
+  return kv_dtype.value_or(model.AutoKvDtype());
 }
 
 void CheckPath(const std::string& path, const char* what) {
@@ -65,7 +73,7 @@ int32_t DefaultKvBlocks(const Model& model, const EngineOptions& o) {
                                    model.config().context_length);
   const int64_t per_request = (max_len + o.block_size - 1) / o.block_size;
   const double per_block =
-      static_cast<double>(PagedKvStorage::BytesPerBlock(model.KvShape(1, o.block_size, *ParseKvDtype(o.kv_cache_dtype))));
+      static_cast<double>(PagedKvStorage::BytesPerBlock(model.KvShape(1, o.block_size, KvDtypeFor(model, o))));
   const int64_t by_budget = std::max<int64_t>(1, static_cast<int64_t>(o.kv_cache_gb * (1ull << 30) / per_block));
   return static_cast<int32_t>(std::min<int64_t>(by_budget, per_request * o.max_num_seqs));
 }
@@ -92,7 +100,7 @@ class PyEngine {
     config.kv_cache_gb = o.kv_cache_gb;
     config.num_kv_blocks = o.num_kv_blocks > 0 ? o.num_kv_blocks : DefaultKvBlocks(**model, o);
     config.block_size = o.block_size;
-    config.kv_cache_dtype = *ParseKvDtype(o.kv_cache_dtype);
+    config.kv_cache_dtype = KvDtypeFor(**model, o);
     config.enable_prefix_caching = o.enable_prefix_caching;
     config.threads = o.threads;
     config.scheduler.max_num_seqs = o.max_num_seqs;

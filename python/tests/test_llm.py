@@ -315,7 +315,7 @@ def test_kv_cache_dtype_keeps_the_story(fixtures):
              .generate("Once upon a time", greedy)[0].outputs[0].text for dtype in ("auto", "f16", "bf16", "int8")]
     assert texts[0].startswith(", there was a little girl named Lily")
     assert texts[1:] == [texts[0]] * 3
-    with pytest.raises(ValueError, match="kv_cache_dtype must be 'auto', 'f16', 'bf16' or 'int8', got 'fp8'"):
+    with pytest.raises(ValueError, match="kv_cache_dtype must be 'auto', 'f32', 'f16', 'bf16' or 'int8', got 'fp8'"):
         parallm.LLM(model, tokenizer=tokenizer, kv_cache_dtype="fp8")
 
 

@@ -31,7 +31,7 @@ struct BatchOptions {
   int max_model_len = 0;  // 0: the file's context (up to the engine's default)
   int threads = 0;
   double kv_cache_gb = 2.0;
-  KvDtype kv_cache_dtype = KvDtype::kF32;
+  std::optional<KvDtype> kv_cache_dtype;  // nullopt: auto (the model's type)
   int num_kv_blocks = 0;
   int block_size = 16;
   int max_num_seqs = 64;

@@ -44,7 +44,7 @@ struct BenchOptions {
   int max_num_batched_tokens = 512;
   int max_model_len = 0;  // 0: the file's context (up to the engine's default)
   double kv_cache_gb = 2.0;
-  KvDtype kv_cache_dtype = KvDtype::kF32;
+  std::optional<KvDtype> kv_cache_dtype;  // nullopt: auto (the model's type)
   std::string output;
   std::string chart;  // SVG file (bench batching)
   std::string tokenizer;
@@ -135,6 +135,7 @@ boost::json::object Header(const BenchOptions& o, LLM& llm, const char* kind) {
           {"weights", llm.model().loaded().weight_types},
           {"threads", llm.engine().config().threads},
           {"kv_blocks", llm.engine().config().num_kv_blocks},
+          {"kv_cache_dtype", KvDtypeName(llm.engine().kv_dtype())},
           {"block_size", llm.engine().config().block_size}};
 }
 
@@ -473,7 +474,7 @@ int RunPagedCache(const BenchOptions& o) {
     const KVCacheStats& st = (*llm)->engine().kv_manager().stats();
     const double block_bytes =
         static_cast<double>(PagedKvStorage::BytesPerBlock((*llm)->model().KvShape(
-            1, (*llm)->engine().config().block_size, (*llm)->engine().config().kv_cache_dtype)));
+            1, (*llm)->engine().config().block_size, (*llm)->engine().kv_dtype())));
     const double saved = static_cast<double>(st.blocks_shared) * block_bytes;
     std::printf("%-16s %9.2f %10.1f %9lld %9lld %7lld %11lld %12s\n", sharing ? "prefix sharing" : "no sharing",
                 total.seconds, total.total_tps(), static_cast<long long>(st.blocks_allocated),

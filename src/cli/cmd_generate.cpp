@@ -35,7 +35,7 @@ struct GenerateOptions {
   uint64_t seed = 0;
   bool json = false;
   bool ignore_eos = false;
-  KvDtype kv_cache_dtype = KvDtype::kF32;
+  std::optional<KvDtype> kv_cache_dtype;  // nullopt: auto (the model's type)
   SpeculativeConfig speculative;  // generate: drafts (prompt lookup or a draft model) through the engine
 };
 
@@ -139,7 +139,8 @@ int RunGenerate(const GenerateOptions& o) {
                  spec.num_draft_tokens > 0 ? 100.0 * static_cast<double>(spec.num_accepted_tokens) / spec.num_draft_tokens : 0.0);
   } else {
     ThreadPool pool(o.threads);
-    SingleSequence seq(model, static_cast<int>(prompt.size()) + o.max_tokens, &pool, o.kv_cache_dtype);
+    SingleSequence seq(model, static_cast<int>(prompt.size()) + o.max_tokens, &pool,
+                       o.kv_cache_dtype.value_or(model.AutoKvDtype()));
     seq.SetAdapter(session->adapter.get());
     seq.SetNumPromptTokens(static_cast<int>(prompt.size()));
     Sampler sampler(params);
@@ -208,7 +209,7 @@ int RunLogits(const GenerateOptions& o) {
     return Fail(fmt::format("prompt of {} tokens exceeds the context of {} tokens; --max-model-len {} serves more",
                             prompt.size(), model.config().context_length, prompt.size()));
   ThreadPool pool(o.threads);
-  SingleSequence seq(model, static_cast<int>(prompt.size()), &pool, o.kv_cache_dtype);
+  SingleSequence seq(model, static_cast<int>(prompt.size()), &pool, o.kv_cache_dtype.value_or(model.AutoKvDtype()));
   seq.SetAdapter(session->adapter.get());
   // In chunks of --chunk tokens when given (as the engine's chunked prefill runs a long prompt): the KV cache and a
   // hybrid model's recurrent state carry from one chunk to the next.

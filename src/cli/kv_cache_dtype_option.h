@@ -1,5 +1,7 @@
-// --kv-cache-dtype, vLLM's flag for how the paged KV cache stores keys and values (f32, bf16 or int8).
+// --kv-cache-dtype, vLLM's flag for how the paged KV cache stores keys and values (auto, f32, f16, bf16 or int8).
 #pragma once
+
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -7,7 +9,8 @@
 
 namespace parallm::cli {
 
-// Adds --kv-cache-dtype to `cmd`, parsed into `*dtype` (an unknown name is a usage error listing the choices).
-void AddKvCacheDtypeOption(CLI::App* cmd, KvDtype* dtype);
+// Adds --kv-cache-dtype to `cmd`, parsed into `*dtype` (auto: nullopt, resolved by the engine against the model;
+// an unknown name is a usage error listing the choices).
+void AddKvCacheDtypeOption(CLI::App* cmd, std::optional<KvDtype>* dtype);
 
 }  // namespace parallm::cli

@@ -13,9 +13,11 @@
 namespace parallm {
 
 EngineConfig Engine::Resolve(const Model& model, EngineConfig c) {
+  if (!c.kv_cache_dtype) c.kv_cache_dtype = model.AutoKvDtype();
   if (c.num_kv_blocks <= 0) {
     // One budget for the KV blocks and a hybrid model's state slots (cache/cache_budget.h).
-    const int64_t per_block = static_cast<int64_t>(PagedKvStorage::BytesPerBlock(model.KvShape(1, c.block_size, c.kv_cache_dtype)));
+    const int64_t per_block =
+        static_cast<int64_t>(PagedKvStorage::BytesPerBlock(model.KvShape(1, c.block_size, *c.kv_cache_dtype)));
     const int64_t per_slot = model.has_state() ? static_cast<int64_t>(model.StateShape(1).BytesPerSlot()) : 0;
     const double budget = c.kv_cache_gb * (1ull << 30);
     const CacheBudget split = SplitCacheBudget(budget, per_slot, per_block, c.scheduler.max_num_seqs, c.num_state_slots);
@@ -58,7 +60,7 @@ Engine::Engine(Model& model, const EngineConfig& config)
     : model_(model),
       config_(Resolve(model, config)),
       pool_(config_.threads),
-      kv_storage_(model.KvShape(config_.num_kv_blocks, config_.block_size, config_.kv_cache_dtype)),
+      kv_storage_(model.KvShape(config_.num_kv_blocks, config_.block_size, kv_dtype())),
       state_storage_(model.has_state() ? std::make_unique<SsmStateStorage>(model.StateShape(config_.num_state_slots))
                                        : nullptr),
       kv_manager_(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching,
@@ -72,7 +74,7 @@ Engine::Engine(Model& model, const EngineConfig& config)
     const Status ok = CheckDraftModel(*config_.draft_model, model);
     PARALLM_CHECK_MSG(ok.ok(), ok.message().c_str());
     drafter_ = std::make_unique<DraftModel>(config_.draft_model, config_.num_kv_blocks, config_.block_size,
-                                            config_.kv_cache_dtype, config_.scheduler.max_num_batched_tokens, &pool_);
+                                            kv_dtype(), config_.scheduler.max_num_batched_tokens, &pool_);
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -20,7 +21,9 @@ struct EngineConfig {
   int32_t num_kv_blocks = 0;      // 0: from kv_cache_gb
   double kv_cache_gb = 1.0;         // KV blocks and, for hybrid models, their state slots (cache/cache_budget.h)
   int32_t block_size = 16;
-  KvDtype kv_cache_dtype = KvDtype::kF32;  // --kv-cache-dtype: bf16 halves the bytes per token, int8 quarters them
+  // --kv-cache-dtype: f16 and bf16 halve the bytes per token, int8 quarters them; nullopt ("auto") is the model's own
+  // type (Model::AutoKvDtype), which Engine::Resolve writes here.
+  std::optional<KvDtype> kv_cache_dtype;
   bool enable_prefix_caching = true;  // off for hybrid models (see Engine::Resolve)
   // Hybrid models (Nemotron-H): requests that may hold a recurrent-state slot at once. 0: from the budget, as
   // cache/cache_budget.h splits kv_cache_gb (max_num_seqs slots, at most half the budget, the rest KV blocks), or
@@ -78,6 +81,8 @@ class Engine {
   const KVCacheManager& kv_manager() const { return kv_manager_; }
   const Scheduler& scheduler() const { return scheduler_; }
   const EngineConfig& config() const { return config_; }
+  // The type the KV cache stores (config().kv_cache_dtype once resolved).
+  KvDtype kv_dtype() const { return *config_.kv_cache_dtype; }
   const Model& model() const { return model_; }
   // Hybrid models: the recurrent-state storage (nullptr otherwise).
   const SsmStateStorage* state_storage() const { return state_storage_.get(); }

@@ -149,11 +149,21 @@ std::string_view KvDtypeName(KvDtype dtype) {
 }
 
 std::optional<KvDtype> ParseKvDtype(std::string_view name) {
-  if (name == "auto" || name == "float32" || name == "f32") return KvDtype::kF32;
+  if (name == "float32" || name == "f32") return KvDtype::kF32;
   if (name == "bfloat16" || name == "bf16") return KvDtype::kBf16;
   if (name == "float16" || name == "f16" || name == "half") return KvDtype::kF16;
   if (name == "int8") return KvDtype::kInt8;
   return std::nullopt;
+}
+
+bool ParseKvCacheDtype(std::string_view name, std::optional<KvDtype>* dtype) {
+  if (name == "auto") {
+    *dtype = std::nullopt;
+    return true;
+  }
+  const std::optional<KvDtype> parsed = ParseKvDtype(name);
+  if (parsed) *dtype = parsed;
+  return parsed.has_value();
 }
 
 uint16_t FloatToBf16(float x) {

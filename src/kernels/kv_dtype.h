@@ -22,9 +22,13 @@ inline size_t KvScaleBytes(KvDtype dtype) { return dtype == KvDtype::kInt8 ? siz
 // "f32", "f16", "bf16", "int8".
 std::string_view KvDtypeName(KvDtype dtype);
 
-// vLLM's --kv-cache-dtype names: "auto" (the model's compute type, f32 here), "float32"/"f32", "float16"/"f16"/"half"
-// (llama.cpp's default cache type), "bfloat16"/"bf16", "int8". Anything else (fp8 among them) is nullopt.
+// The types' names as vLLM's --kv-cache-dtype spells them: "float32"/"f32", "float16"/"f16"/"half" (llama.cpp's
+// default cache type), "bfloat16"/"bf16", "int8". Anything else ("auto" and fp8 among them) is nullopt.
 std::optional<KvDtype> ParseKvDtype(std::string_view name);
+
+// A --kv-cache-dtype value into *dtype: "auto" as nullopt (the model's own type, Model::AutoKvDtype), every other
+// name as ParseKvDtype. False, *dtype untouched, for a name that is neither.
+bool ParseKvCacheDtype(std::string_view name, std::optional<KvDtype>* dtype);
 
 // Stores the n floats of one slot's KV head as `dtype` at dst (n elements of KvElementBytes). f16 and bf16 round to
 // nearest even, f16 saturating at its largest finite value (65504) so that a large key cannot turn a score into inf

@@ -79,8 +79,9 @@ int RunServer(const ServerOptions& o, ModelLoader load) {
     asio::post(io, [&api, e, shared_text, loras, parser = served->tool_parser, auto_choice = served->auto_tool_choice] {
       api.SetEngine(e, shared_text, loras, parser, auto_choice);
       const EngineConfig& c = e->engine_config();
-      Say(fmt::format("model ready ({} KV blocks of {} tokens, context {}, up to {} running requests)",
-                      c.num_kv_blocks, c.block_size, c.scheduler.max_model_len, c.scheduler.max_num_seqs));
+      Say(fmt::format("model ready ({} KV blocks of {} tokens in {}, context {}, up to {} running requests)",
+                      c.num_kv_blocks, c.block_size, KvDtypeName(*c.kv_cache_dtype), c.scheduler.max_model_len,
+                      c.scheduler.max_num_seqs));
     });
   });
 

@@ -68,7 +68,8 @@ def main():
             (["serve", "-m", str(tiny), "--speculative-config", '{"method": "draft_model", "num_speculative_tokens": 2}'],
              "needs \"model\""),
             (["serve", "-m", str(tiny), "--kv-cache-dtype", "fp8"], "int8"),
-            (["generate", "-m", str(tiny), "--kv-cache-dtype", "f64"], "not one of auto, f16 (float16), bf16"),
+            (["generate", "-m", str(tiny), "--kv-cache-dtype", "f64"],
+             "not one of auto, f32 (float32), f16 (float16), bf16"),
         ]
         for args, fragment in usage_cases:
             r = run(binary, *args)

@@ -58,7 +58,7 @@ EngineConfig SmallConfig(int blocks = 256, int max_seqs = 64, int max_tokens = 2
 struct InvarianceCase {
   const char* name;
   testing::TinyModelOptions model;
-  KvDtype kv_cache_dtype = KvDtype::kF32;
+  std::optional<KvDtype> kv_cache_dtype = std::nullopt;  // auto: f16 for the quantized models, f32 for f32 ones
 };
 
 class EngineBatchInvariance : public ::testing::TestWithParam<InvarianceCase> {};
@@ -99,7 +99,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(InvarianceCase{"llama_f32", {Arch::kLlama, ModelFormat::kGguf, DType::kF32}},
                       InvarianceCase{"qwen2_q8_0", {Arch::kQwen2, ModelFormat::kGguf, DType::kQ8_0}},
                       InvarianceCase{"qwen3_q4_k", {Arch::kQwen3, ModelFormat::kGguf, DType::kQ4_K}},
-                      // Keys and values stored as bf16, f16 and as int8 with per-slot scales (--kv-cache-dtype).
+                      // Keys and values stored as f32, bf16, f16 and as int8 with per-slot scales
+                      // (--kv-cache-dtype; the cases above store their models' own, auto).
+                      InvarianceCase{"qwen2_q8_0_kv_f32", {Arch::kQwen2, ModelFormat::kGguf, DType::kQ8_0},
+                                     KvDtype::kF32},
                       InvarianceCase{"qwen2_q8_0_kv_bf16", {Arch::kQwen2, ModelFormat::kGguf, DType::kQ8_0},
                                      KvDtype::kBf16},
                       InvarianceCase{"llama_f32_kv_f16", {Arch::kLlama, ModelFormat::kGguf, DType::kF32},
@@ -127,6 +130,28 @@ INSTANTIATE_TEST_SUITE_P(
                                        return o;
                                      }()}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// --kv-cache-dtype auto stores a quantized or 16-bit model's keys and values in f16 (as llama.cpp does) and an f32
+// model's in f32; a type asked for is kept.
+TEST(Engine, AutoKvCacheTypeFollowsTheWeights) {
+  const std::pair<testing::TinyModelOptions, KvDtype> cases[] = {
+      {{Arch::kLlama, ModelFormat::kGguf, DType::kF32}, KvDtype::kF32},
+      {{Arch::kQwen2, ModelFormat::kGguf, DType::kQ8_0}, KvDtype::kF16},
+      {{Arch::kQwen3, ModelFormat::kGguf, DType::kQ4_K}, KvDtype::kF16},
+      {{Arch::kLlama, ModelFormat::kMlxFolder, DType::kF32, 4}, KvDtype::kF16},
+      {{Arch::kNemotronH, ModelFormat::kHfFolder, DType::kF32}, KvDtype::kF32},
+  };
+  int i = 0;
+  for (const auto& [options, want] : cases) {
+    auto model = testing::TinyModel(options, "auto_kv_" + std::to_string(i++));
+    ASSERT_NE(model, nullptr);
+    EXPECT_EQ(model->AutoKvDtype(), want) << i;
+    EXPECT_EQ(Engine(*model, SmallConfig(8)).kv_dtype(), want) << i;
+    EngineConfig asked = SmallConfig(8);
+    asked.kv_cache_dtype = KvDtype::kBf16;
+    EXPECT_EQ(Engine(*model, asked).kv_dtype(), KvDtype::kBf16) << i;
+  }
+}
 
 // Steps whose requests all pick greedily without logprobs take only each row's argmax from the model (the logits are
 // never stored); with logprobs the same requests take the full logits path: the tokens are the same, on a Q8_0 model

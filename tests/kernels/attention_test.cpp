@@ -262,12 +262,21 @@ TEST(KvDtypeTest, Conversions) {
   EncodeKvRow(KvDtype::kInt8, zeros, 3, q, &scale);
   EXPECT_EQ(scale, 0.0f);
   EXPECT_EQ(DecodeKvElement(KvDtype::kInt8, q, 0, scale), 0.0f);
-  EXPECT_EQ(ParseKvDtype("auto"), KvDtype::kF32);
+  EXPECT_EQ(ParseKvDtype("f32"), KvDtype::kF32);
+  EXPECT_EQ(ParseKvDtype("float32"), KvDtype::kF32);
+  EXPECT_EQ(ParseKvDtype("auto"), std::nullopt);  // the model's type: a --kv-cache-dtype value, not a type
   EXPECT_EQ(ParseKvDtype("bfloat16"), KvDtype::kBf16);
   EXPECT_EQ(ParseKvDtype("float16"), KvDtype::kF16);
   EXPECT_EQ(ParseKvDtype("half"), KvDtype::kF16);
   EXPECT_EQ(ParseKvDtype("int8"), KvDtype::kInt8);
   EXPECT_EQ(ParseKvDtype("fp8"), std::nullopt);
+  std::optional<KvDtype> choice = KvDtype::kInt8;
+  EXPECT_TRUE(ParseKvCacheDtype("auto", &choice));
+  EXPECT_EQ(choice, std::nullopt);
+  EXPECT_TRUE(ParseKvCacheDtype("half", &choice));
+  EXPECT_EQ(choice, KvDtype::kF16);
+  EXPECT_FALSE(ParseKvCacheDtype("fp8_e4m3", &choice));
+  EXPECT_EQ(choice, KvDtype::kF16);  // untouched
 }
 
 // Rows are converted 8 values at a time where the CPU has AVX2 and F16C: the same bits as the conversions one value

@@ -4,7 +4,8 @@ and storage format (the ctest `reference_models`).
 
 For each case it runs `parallm make-model ... -o OUT`, `parallm logits -m OUT --prompt-ids IDS -o
 parallm.npy`, runs forward.py's reference on the same OUT (in this process), and compares with
-`compare()` below. It prints one line per case and exits 1 if any case fails.
+`compare()` below (`logits` with `--kv-cache-dtype f32`: `auto` would store a quantized or 16-bit
+file's cache in f16). It prints one line per case and exits 1 if any case fails.
 
   check_models.py --parallm build/src/cli/parallm --workdir /tmp/refcheck [--only qwen2,gguf-q4_k]
 (--parallm may also name fake_parallm.py, the numpy stand-in, to test this driver itself.)
@@ -216,6 +217,8 @@ class Runner:
         self.failures = 0
 
     def run(self, *args):
+        if args[0] == "logits":  # the forward pass's arithmetic: the exact cache, whatever `auto` stores for the file
+            args += ("--kv-cache-dtype", "f32")
         proc = subprocess.run(self.cmd + list(args), capture_output=True, text=True, timeout=300)
         if proc.returncode != 0 or self.verbose:
             sys.stderr.write(f"$ {' '.join(self.cmd + list(args))}\n{proc.stdout}{proc.stderr}")

@@ -411,6 +411,7 @@ def main(argv=None):
     lg.add_argument("-m", required=True)
     lg.add_argument("--prompt-ids", required=True)
     lg.add_argument("-o", required=True)
+    lg.add_argument("--kv-cache-dtype", choices=["f32"], default="f32")  # numpy keeps every value in f32 or wider
     args = ap.parse_args(argv)
     if args.cmd == "make-model":
         opts = default_options(args.arch)

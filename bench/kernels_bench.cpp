@@ -10,6 +10,7 @@
 //   down = 896 x 4864   (FFN down)
 //   head = 151936 x 896 (LM head, a quarter of the model's weights)
 //   l2   = 512 x 1024   (fits in L2: the kernel's compute ceiling, no memory stalls)
+//   up3b = 8192 x 3072, down3b = 3072 x 8192 (Llama 3.2 3B's MLP: wider rows, several column chunks a row group)
 // K-quants need columns in multiples of 256, so they skip up and head (896 columns).
 //
 //   build-kern/bench/kernels_bench --benchmark_filter='PagedAttention/.*' --benchmark_repetitions=5
@@ -475,7 +476,8 @@ void Register() {
       {"mlx3g64", DType::kBF16, true, {3, 64}},
   };
   // "l2": a 512 x 1024 slice that stays in L2 across iterations: the compute ceiling without memory stalls.
-  const std::vector<Shape> shapes = {{"up", 4864, 896}, {"down", 896, 4864}, {"head", 151936, 896}, {"l2", 512, 1024}};
+  const std::vector<Shape> shapes = {{"up", 4864, 896},     {"down", 896, 4864},     {"head", 151936, 896},
+                                     {"l2", 512, 1024},     {"up3b", 8192, 3072},    {"down3b", 3072, 8192}};
   // Grouped by type and shape so each weight matrix is built once.
   for (const WType& t : types) {
     for (const Shape& s : shapes) {

@@ -43,12 +43,12 @@ std::vector<int32_t> GreedyFromBos(const std::string& path, int n, KvDtype kv_dt
   return out;
 }
 
-std::string Convert(ModelFormat format, const std::string& name) {
+std::string Convert(ModelFormat format, const std::string& name, DType gguf_type = DType::kF32) {
   auto loaded = LoadModel(Checkpoint());
   EXPECT_TRUE(loaded.ok()) << loaded.status().message();
   WriteOptions options;
   options.format = format;
-  options.gguf_type = DType::kF32;
+  options.gguf_type = gguf_type;
   options.float_type = DType::kF32;
   std::string out = testing::ScratchDir("stories") + "/" + name;
   ModelWriter writer(loaded->config, loaded->config.rope_style, options, StoriesVocab());
@@ -80,6 +80,22 @@ TEST(Stories260K, CompressedKvCacheKeepsTheSample) {
     EXPECT_EQ(text.substr(0, std::string(kDocumentedSample).size()), kDocumentedSample) << text;
     EXPECT_NE(logits, exact_logits);  // the cache really held the other type
   }
+}
+
+// A quantized model's cache stores f16 by default (--kv-cache-dtype auto), an f32 model's f32: stories260K in Q8_0
+// tells the f32 cache's story token for token with it.
+TEST(Stories260K, QuantizedModelCachesF16ByDefaultAndTellsTheSameStory) {
+  const std::string gguf = Convert(ModelFormat::kGguf, "stories260K-q8_0.gguf", DType::kQ8_0);
+  auto quantized = Model::Load(gguf);
+  ASSERT_TRUE(quantized.ok()) << quantized.status().message();
+  EXPECT_EQ((*quantized)->AutoKvDtype(), KvDtype::kF16);
+  auto checkpoint = Model::Load(Checkpoint());
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().message();
+  EXPECT_EQ((*checkpoint)->AutoKvDtype(), KvDtype::kF32);
+  std::vector<float> exact_logits, logits;
+  const std::vector<int32_t> exact = GreedyFromBos(gguf, 60, KvDtype::kF32, &exact_logits);
+  EXPECT_EQ(GreedyFromBos(gguf, 60, KvDtype::kF16, &logits), exact) << StoriesVocab().Decode(exact);
+  EXPECT_NE(logits, exact_logits);  // the cache really held f16
 }
 
 TEST(Stories260K, GgufConversionDecodesTheSameTokens) {

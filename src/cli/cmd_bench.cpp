@@ -187,7 +187,8 @@ int RunBatching(const BenchOptions& o) {
     // What each request holds in the cache at its end: KV for every token of context (attention layers), and for a
     // hybrid model a recurrent state of fixed size (Mamba layers), however long the request.
     const ModelConfig& mc = (*llm)->model().config();
-    const int64_t kv = KvBytesPerToken(mc) * (o.input_len + o.max_tokens), state = StateBytesPerSequence(mc);
+    const int64_t kv = KvBytesPerToken(mc, (*llm)->engine().kv_dtype()) * (o.input_len + o.max_tokens);
+    const int64_t state = StateBytesPerSequence(mc);
     std::printf("memory per request (%d prompt + %d output tokens): KV %s, recurrent state %s\n", o.input_len,
                 o.max_tokens, HumanBytes(static_cast<double>(kv)).c_str(), HumanBytes(static_cast<double>(state)).c_str());
     report["kv_bytes_per_request"] = kv;

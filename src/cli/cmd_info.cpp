@@ -1,8 +1,11 @@
 // `parallm info -m MODEL`: what a model file is: format, family, shape, weight types, size.
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "cache/cache_budget.h"
 #include "cli/commands.h"
+#include "cli/kv_cache_dtype_option.h"
 #include "kernels/cpu_features.h"
 #include "model/config.h"
 #include "model/loader.h"
@@ -18,11 +21,13 @@ void AddInfoCommand(CLI::App& app) {
   // The serve defaults: how that budget would be split (hybrid models: state slots and KV blocks).
   auto kv_cache_gb = std::make_shared<double>(2.0);
   auto max_num_seqs = std::make_shared<int>(64);
-  cmd->add_option("--kv-cache-gb", *kv_cache_gb, "Cache budget to show the split of (f32 KV, blocks of 16)")
+  cmd->add_option("--kv-cache-gb", *kv_cache_gb, "Cache budget to show the split of (blocks of 16)")
       ->capture_default_str();
   cmd->add_option("--max-num-seqs", *max_num_seqs, "Requests running at once (hybrid models: state slots wanted)")
       ->capture_default_str();
-  cmd->callback([path, kv_cache_gb, max_num_seqs] {
+  auto kv_dtype = std::make_shared<std::optional<KvDtype>>();
+  AddKvCacheDtypeOption(cmd, kv_dtype.get());
+  cmd->callback([path, kv_cache_gb, max_num_seqs, kv_dtype] {
     auto loaded = LoadModel(*path);
     if (!loaded.ok()) throw CLI::RuntimeError(Fail(loaded.status().message()));
     const ModelConfig& c = loaded->config;
@@ -42,15 +47,19 @@ void AddInfoCommand(CLI::App& app) {
     } else {
       std::printf("  params:   %.3gB\n", total / 1e9);
     }
-    // What one request costs in the cache: KV per token of context, and a hybrid model's fixed recurrent state.
+    // What one request costs in the cache: KV per token of context in the type the cache would store (auto: the
+    // model's), and a hybrid model's fixed recurrent state.
+    const KvDtype dtype = kv_dtype->value_or(AutoKvDtype(loaded->weights));
+    const int64_t per_token = KvBytesPerToken(c, dtype);
+    const std::string kv = fmt::format("{} KV per token in {}{}", HumanBytes(static_cast<double>(per_token)),
+                                       KvDtypeName(dtype), kv_dtype->has_value() ? "" : " (auto)");
     if (c.hybrid()) {
-      std::printf("  cache:    %s KV per token (attention layers only), %s recurrent state per request\n",
-                  HumanBytes(static_cast<double>(KvBytesPerToken(c))).c_str(),
+      std::printf("  cache:    %s (attention layers only), %s recurrent state per request\n", kv.c_str(),
                   HumanBytes(static_cast<double>(StateBytesPerSequence(c))).c_str());
     } else {
-      std::printf("  cache:    %s KV per token\n", HumanBytes(static_cast<double>(KvBytesPerToken(c))).c_str());
+      std::printf("  cache:    %s\n", kv.c_str());
     }
-    const int64_t block = KvBytesPerToken(c) * 16, state = StateBytesPerSequence(c);
+    const int64_t block = per_token * 16, state = StateBytesPerSequence(c);
     const double budget = *kv_cache_gb * (1ull << 30);
     const CacheBudget split = SplitCacheBudget(budget, state, block, *max_num_seqs);
     std::printf("  budget:   %s\n", DescribeCacheBudget(split, budget, state, block, *max_num_seqs).c_str());

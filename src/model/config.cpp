@@ -72,10 +72,12 @@ int64_t CountParameters(const ModelConfig& c, int64_t experts) {
 
 }  // namespace
 
-int64_t KvBytesPerToken(const ModelConfig& c) {
+int64_t KvBytesPerToken(const ModelConfig& c, KvDtype dtype) {
   int64_t layers = c.n_layers;
   if (c.hybrid()) layers = std::count(c.layer_pattern.begin(), c.layer_pattern.end(), '*');
-  return 2 * static_cast<int64_t>(sizeof(float)) * layers * c.kv_dim();
+  const int64_t per_head =
+      static_cast<int64_t>(c.head_dim) * static_cast<int64_t>(KvElementBytes(dtype)) + KvScaleBytes(dtype);
+  return 2 * layers * c.n_kv_heads * per_head;
 }
 
 int64_t StateBytesPerSequence(const ModelConfig& c) {

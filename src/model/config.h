@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kv_dtype.h"
 #include "kernels/ops.h"
 
 namespace parallm {
@@ -151,10 +152,10 @@ std::string ArchName(Arch a);  // "llama", "mistral", "qwen2", "qwen3", "gemma",
 int64_t ParameterCount(const ModelConfig& c);
 // The weights one token reads: ParameterCount less the experts it is not routed to (equal for dense models).
 int64_t ActiveParameterCount(const ModelConfig& c);
-// f32 bytes the cache holds per token of context (K and V of every attention layer: for hybrid models only the
-// attention layers keep KV), and per sequence for a hybrid model's recurrent state (each Mamba layer's conv window
-// and SSM state, whatever the length; 0 for other models).
-int64_t KvBytesPerToken(const ModelConfig& c);
+// Bytes the cache holds per token of context with keys and values stored as `dtype` (K and V of every attention
+// layer: for hybrid models only the attention layers keep KV; int8 adds its scales), and per sequence for a hybrid
+// model's recurrent state (each Mamba layer's conv window and SSM state, whatever the length; 0 for other models).
+int64_t KvBytesPerToken(const ModelConfig& c, KvDtype dtype = KvDtype::kF32);
 int64_t StateBytesPerSequence(const ModelConfig& c);
 // One-line summary: "qwen2: 24 layers, hidden 896, heads 14/2 x 64, ffn 4864, vocab 151936"
 std::string Describe(const ModelConfig& c);

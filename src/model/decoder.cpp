@@ -118,8 +118,8 @@ KvStorageShape Model::KvShape(int num_blocks, int block_size, KvDtype dtype) con
   return KvStorageShape{kv_layers, c.n_kv_heads, c.head_dim, block_size, num_blocks, dtype};
 }
 
-KvDtype Model::AutoKvDtype() const {
-  for (const LayerWeights& l : loaded_.weights.layers)
+KvDtype AutoKvDtype(const ModelWeights& weights) {
+  for (const LayerWeights& l : weights.layers)
     for (const MatrixView* w : {&l.wk, &l.wv})
       if (w->rows > 0 && (w->kind != MatrixView::Kind::kDense || w->dtype != DType::kF32)) return KvDtype::kF16;
   return KvDtype::kF32;

@@ -21,6 +21,11 @@ namespace parallm {
 // prompt rows go through (attention, dense MLP, shared experts, Mamba projections) is in a format it covers.
 bool PromptsTakeBf16(const ModelWeights& weights);
 
+// The type `--kv-cache-dtype auto` stores keys and values in: f32 where the key and value projections are f32 (the
+// exact cache of an f32 model), f16 where they are quantized or 16-bit (the type llama.cpp stores, and a 16-bit one
+// as vLLM's auto; f16 keeps 3 more bits than bf16).
+KvDtype AutoKvDtype(const ModelWeights& weights);
+
 class Model {
  public:
   static Result<std::unique_ptr<Model>> Load(const std::string& path);
@@ -36,10 +41,8 @@ class Model {
 
   // A KV storage shape for this model with `num_blocks` blocks of `block_size` slots.
   KvStorageShape KvShape(int num_blocks, int block_size = 16, KvDtype dtype = KvDtype::kF32) const;
-  // The type `--kv-cache-dtype auto` stores keys and values in: f32 where the key and value projections are f32 (the
-  // exact cache of an f32 model), f16 where they are quantized or 16-bit (the type llama.cpp stores, and a 16-bit one
-  // as vLLM's auto; f16 keeps 3 more bits than bf16).
-  KvDtype AutoKvDtype() const;
+  // The type `--kv-cache-dtype auto` stores keys and values in (AutoKvDtype above).
+  KvDtype AutoKvDtype() const { return parallm::AutoKvDtype(loaded_.weights); }
   // Hybrid models (Nemotron-H) keep a recurrent state per sequence beside the KV cache (cache/ssm_state.h).
   bool has_state() const { return loaded_.config.hybrid(); }
   // Whether a step's prompt rows take MatMul's bf16 formula here (the free function below): the scheduler then keys

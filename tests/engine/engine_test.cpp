@@ -150,6 +150,11 @@ TEST(Engine, AutoKvCacheTypeFollowsTheWeights) {
     EngineConfig asked = SmallConfig(8);
     asked.kv_cache_dtype = KvDtype::kBf16;
     EXPECT_EQ(Engine(*model, asked).kv_dtype(), KvDtype::kBf16) << i;
+    // What `info` and `bench` print per token is what the storage holds.
+    for (KvDtype dtype : kKvDtypes)
+      EXPECT_EQ(KvBytesPerToken(model->config(), dtype) * 16,
+                static_cast<int64_t>(PagedKvStorage::BytesPerBlock(model->KvShape(1, 16, dtype))))
+          << i << " " << KvDtypeName(dtype);
   }
 }
 

@@ -179,6 +179,10 @@ def main():
         assert r.returncode == 0, r.stderr
         info = run("info", "-m", TINY128)
         assert "context:  128 tokens" in info.stdout, info.stdout
+        # A Q8_0 model's cache stores f16 unless told otherwise (--kv-cache-dtype auto).
+        assert "KV per token in f16 (auto)" in info.stdout, info.stdout
+        info = run("info", "-m", TINY128, "--kv-cache-dtype", "f32")
+        assert "KV per token in f32\n" in info.stdout, info.stdout
         run_tests([test_help_lists_the_flags, test_generate_past_the_declared_context, test_batch_max_model_len,
                    test_tokenize_chat_template, test_generate_and_batch_chat_template, test_bad_values,
                    test_serve_max_model_len, test_serve_chat_template])

@@ -137,6 +137,12 @@ class LLM:
     def vocab_size(self) -> int:
         return self._engine.vocab_size
 
+    @property
+    def kv_cache_dtype(self) -> str:
+        """What the KV cache stores: "f32", "f16", "bf16" or "int8" (``"auto"`` resolved: f16 for a quantized or
+        16-bit model, f32 for an f32 one)."""
+        return self._engine.kv_cache_dtype
+
     def metrics(self) -> Dict[str, float]:
         """The engine's gauges and counters: num_requests_running, num_requests_waiting, num_unfinished,
         num_blocks, num_free_blocks, kv_cache_usage, prompt_tokens, generation_tokens, prefix-cache counts."""

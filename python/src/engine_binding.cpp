@@ -236,6 +236,10 @@ void BindEngine(py::module_& m) {
                              [](const PyEngine& e) { return e.engine().engine_config().scheduler.max_model_len; })
       .def_property_readonly("num_kv_blocks", [](const PyEngine& e) { return e.engine().engine_config().num_kv_blocks; })
       .def_property_readonly("block_size", [](const PyEngine& e) { return e.engine().engine_config().block_size; })
+      .def_property_readonly("kv_cache_dtype",
+                             [](const PyEngine& e) {
+                               return std::string(KvDtypeName(*e.engine().engine_config().kv_cache_dtype));
+                             })
       .def_property_readonly("max_num_seqs",
                              [](const PyEngine& e) { return e.engine().engine_config().scheduler.max_num_seqs; });
 }

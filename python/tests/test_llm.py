@@ -311,12 +311,20 @@ def test_kv_cache_dtype_keeps_the_story(fixtures):
     model = str(fixtures / "models" / "stories260K" / "stories260K.bin")
     tokenizer = str(fixtures / "models" / "stories260K" / "tok512.bin")
     greedy = parallm.SamplingParams(temperature=0, max_tokens=24)
-    texts = [parallm.LLM(model, tokenizer=tokenizer, num_kv_blocks=16, kv_cache_dtype=dtype)
-             .generate("Once upon a time", greedy)[0].outputs[0].text for dtype in ("auto", "f16", "bf16", "int8")]
+    llms = {dtype: parallm.LLM(model, tokenizer=tokenizer, num_kv_blocks=16, kv_cache_dtype=dtype)
+            for dtype in ("auto", "f16", "bf16", "int8")}
+    # auto is the model's own type: f32 for this f32 checkpoint.
+    assert [llm.kv_cache_dtype for llm in llms.values()] == ["f32", "f16", "bf16", "int8"]
+    texts = [llm.generate("Once upon a time", greedy)[0].outputs[0].text for llm in llms.values()]
     assert texts[0].startswith(", there was a little girl named Lily")
     assert texts[1:] == [texts[0]] * 3
     with pytest.raises(ValueError, match="kv_cache_dtype must be 'auto', 'f32', 'f16', 'bf16' or 'int8', got 'fp8'"):
         parallm.LLM(model, tokenizer=tokenizer, kv_cache_dtype="fp8")
+
+
+def test_auto_kv_cache_of_a_quantized_model_is_f16(llm):
+    # The Q8_0 model of the session's fixture: auto stores f16, as llama.cpp does.
+    assert llm.kv_cache_dtype == "f16"
 
 
 def test_bad_input_raises(llm, workdir):

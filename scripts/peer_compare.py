@@ -150,9 +150,10 @@ def rows(client, scratch):
          lambda e: e.batched(1000, 128, 32)[1], "tok/s"),
         ("long", "decode in steps without prefill, 32 sequences at 2,000-token contexts, 64 out",
          lambda e: e.batched(2000, 64, 32)[2], "tok/s"),
-        # The row above costs llama.cpp 40-80 minutes here (every prompt token attends over the whole unified cache,
-        # masked). This one gives it one shared prompt (-pps): it then decodes over ~4,000 cells a step, not ~64,000,
-        # which can only favour it, while parallm still decodes 32 distinct 2,000-token contexts.
+        # The row above costs llama.cpp 40-80 minutes on the Sapphire Rapids kind, ~18 on the AMD one (every prompt
+        # token attends over the whole unified cache, masked). This one gives it one shared prompt (-pps): it then
+        # decodes over ~4,000 cells a step, not ~64,000, which can only favour it, while parallm still decodes 32
+        # distinct 2,000-token contexts.
         ("shared", "decode in steps without prefill at 2,000-token contexts, 32 sequences, 64 out "
          "(llama.cpp: one shared prompt, -pps; parallm: 32 distinct prompts)",
          lambda e: e.batched(2000, 64, 32, shared=True)[2], "tok/s"),

@@ -68,12 +68,12 @@ void CheckPath(const std::string& path, const char* what) {
 
 // kv_cache_gb is the most the cache may take: it takes no more than max_num_seqs requests of max_model_len tokens
 // can use (a tiny model would otherwise allocate and zero gigabytes it never touches).
-int32_t DefaultKvBlocks(const Model& model, const EngineOptions& o) {
+int32_t DefaultKvBlocks(const Model& model, const EngineOptions& o, KvDtype kv_dtype) {
   const int32_t max_len = std::min(o.max_model_len > 0 ? o.max_model_len : SchedulerConfig{}.max_model_len,
                                    model.config().context_length);
   const int64_t per_request = (max_len + o.block_size - 1) / o.block_size;
   const double per_block =
-      static_cast<double>(PagedKvStorage::BytesPerBlock(model.KvShape(1, o.block_size, KvDtypeFor(model, o))));
+      static_cast<double>(PagedKvStorage::BytesPerBlock(model.KvShape(1, o.block_size, kv_dtype)));
   const int64_t by_budget = std::max<int64_t>(1, static_cast<int64_t>(o.kv_cache_gb * (1ull << 30) / per_block));
   return static_cast<int32_t>(std::min<int64_t>(by_budget, per_request * o.max_num_seqs));
 }
@@ -98,9 +98,9 @@ class PyEngine {
     loras_ = std::make_unique<LoraRegistry>((*model)->config(), 8);
     EngineConfig config;
     config.kv_cache_gb = o.kv_cache_gb;
-    config.num_kv_blocks = o.num_kv_blocks > 0 ? o.num_kv_blocks : DefaultKvBlocks(**model, o);
-    config.block_size = o.block_size;
     config.kv_cache_dtype = KvDtypeFor(**model, o);
+    config.num_kv_blocks = o.num_kv_blocks > 0 ? o.num_kv_blocks : DefaultKvBlocks(**model, o, *config.kv_cache_dtype);
+    config.block_size = o.block_size;
     config.enable_prefix_caching = o.enable_prefix_caching;
     config.threads = o.threads;
     config.scheduler.max_num_seqs = o.max_num_seqs;

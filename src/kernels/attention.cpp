@@ -19,6 +19,7 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/cpu_features.h"
 #include "kernels/fast_exp.h"
 #include "kernels/ops.h"
 #include "kernels/target_clones.h"

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/cpu_features.h"
 #include "tensor/fp16.h"
 
 namespace parallm {
@@ -108,7 +109,8 @@ PARALLM_ROW_TARGET float EncodeInt8Row(const float* x, int n, int8_t* out) {
 #undef PARALLM_ROW_TARGET
 #endif
 
-// The row converters this CPU runs, chosen at first use.
+// The row converters this CPU runs, chosen at first use (the vector ones where MatMul's AVX2 path runs: AVX2 and F16C
+// are what they use).
 struct RowEncoders {
   void (*f16)(const float* x, int n, uint16_t* out);
   void (*bf16)(const float* x, int n, uint16_t* out);
@@ -118,8 +120,7 @@ struct RowEncoders {
 const RowEncoders& Encoders() {
   static const RowEncoders encoders = [] {
 #if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
-      return RowEncoders{&EncodeF16Row, &EncodeBf16Row, &EncodeInt8Row};
+    if (IsIsaSupported(IsaPath::kAvx2)) return RowEncoders{&EncodeF16Row, &EncodeBf16Row, &EncodeInt8Row};
 #endif
     return RowEncoders{&EncodeF16, &EncodeBf16, &EncodeInt8};
   }();

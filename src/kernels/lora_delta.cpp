@@ -12,6 +12,8 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/cpu_features.h"
+
 namespace parallm {
 namespace {
 

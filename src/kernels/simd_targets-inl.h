@@ -34,13 +34,13 @@ namespace baseline {
 #undef PARALLM_SIMD_LANES
 }  // namespace baseline
 
-// Whether this CPU runs the instances for `lanes`: 16 and 8 need the x86 targets above, 4 runs anywhere.
+// Whether this CPU runs the instances for `lanes`: 16 and 8 need the x86 targets above (8: MatMul's AVX2 path, the same
+// AVX2 + FMA + F16C; the including .cpp includes kernels/cpu_features.h), 4 runs anywhere.
 inline bool SimdLanesRun(int lanes) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (lanes == 16) return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
-  if (lanes == 8)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (lanes == 8) return IsIsaSupported(IsaPath::kAvx2);
 #endif
   return lanes == 4;
 }

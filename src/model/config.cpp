@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "cache/kv_storage.h"
+
 namespace parallm {
 
 std::string ArchName(Arch a) {
@@ -75,9 +77,9 @@ int64_t CountParameters(const ModelConfig& c, int64_t experts) {
 int64_t KvBytesPerToken(const ModelConfig& c, KvDtype dtype) {
   int64_t layers = c.n_layers;
   if (c.hybrid()) layers = std::count(c.layer_pattern.begin(), c.layer_pattern.end(), '*');
-  const int64_t per_head =
-      static_cast<int64_t>(c.head_dim) * static_cast<int64_t>(KvElementBytes(dtype)) + KvScaleBytes(dtype);
-  return 2 * layers * c.n_kv_heads * per_head;
+  // One slot of a one-block storage of those layers: the storage's own sizing.
+  return static_cast<int64_t>(PagedKvStorage::BytesPerBlock(
+      KvStorageShape{static_cast<int>(layers), c.n_kv_heads, c.head_dim, /*block_size=*/1, /*num_blocks=*/1, dtype}));
 }
 
 int64_t StateBytesPerSequence(const ModelConfig& c) {

@@ -18,8 +18,9 @@
 // ExpertsGrouped/<q4_k|mlx4g64>[/down]/per_expert:<n>/threads:<t>: a mixture-of-experts layer's gate and up, or its
 // down (BM_ExpertsGrouped).
 //
-// PagedAttention/<isa>[/f16|/bf16|/int8]/ctx:<n_ctx>/seqs:<n>: one decode token per sequence, 14 query / 2 KV heads,
-// head_dim 64, blocks of 16 positions; keys and values in f32, or stored as bf16 or int8 (--kv-cache-dtype).
+// PagedAttention/<isa>[/f16|/bf16|/int8][/3b]/ctx:<n_ctx>/seqs:<n>: one decode token per sequence, 14 query / 2 KV
+// heads, head_dim 64 (/3b: Llama 3.2 3B's 24 / 8 heads, head_dim 128), blocks of 16 positions; keys and values in f32,
+// or stored as f16, bf16 or int8 (--kv-cache-dtype).
 // PagedAttentionPrefill/...: a prefill chunk's tokens one by one, in runs (PagedAttentionTokens), or as a prompt's
 // bf16 rows on AMX tiles (PromptAttention, amx-bf16/...).
 //
@@ -31,6 +32,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -219,16 +221,25 @@ struct RandomKvCache {
   std::vector<float> key_scales, value_scales;
 };
 
-// One decode token for each of `seqs` sequences of n_ctx positions, all KV heads, on the 0.5B attention shape.
-// One sequence's keys and values (n_ctx KiB) stay in cache across iterations: the kernel's compute ceiling. 64
-// sequences' (64 x 512 KiB) do not: the batched-decode case, where every key and value comes from memory.
-void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int seqs, KvDtype dtype) {
+// The heads of an attention benchmark: the 0.5B shape (14 query heads in 2 groups of 7, head_dim 64) unless named
+// ("3b": Llama 3.2 3B's 24 query heads in 8 groups of 3, head_dim 128).
+struct AttnHeads {
+  const char* name;  // "" for the 0.5B shape
+  int n_heads, n_kv_heads, head_dim;
+};
+constexpr AttnHeads kQwen05bHeads{"", 14, 2, 64};
+constexpr AttnHeads kLlama3bHeads{"3b", 24, 8, 128};
+
+// One decode token for each of `seqs` sequences of n_ctx positions, all KV heads. One sequence's keys and values
+// (n_ctx KiB on the 0.5B shape) stay in cache across iterations: the kernel's compute ceiling. 64 sequences' (64 x
+// 512 KiB) do not: the batched-decode case, where every key and value comes from memory.
+void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int seqs, KvDtype dtype, AttnHeads heads) {
   if (!SetPagedAttentionLanes(lanes)) {
     state.SkipWithError("path not supported on this CPU");
     return;
   }
-  const int n_heads = 14, n_kv_heads = 2, head_dim = 64, block_size = 16;
-  const AttentionShape shape{n_heads, n_kv_heads, head_dim, 0.125f};
+  const int n_heads = heads.n_heads, n_kv_heads = heads.n_kv_heads, head_dim = heads.head_dim, block_size = 16;
+  const AttentionShape shape{n_heads, n_kv_heads, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim))};
   const int64_t blocks_per_seq = (n_ctx + block_size - 1) / block_size, n_blocks = blocks_per_seq * seqs;
   const int64_t slot_floats = n_kv_heads * head_dim, q_floats = n_heads * head_dim;
   std::mt19937 rng(3);
@@ -434,13 +445,16 @@ void RegisterAttention() {
   const std::pair<int64_t, int> sizes[] = {{128, 1}, {512, 1}, {2048, 1}, {512, 64}};
   for (auto [lanes, isa] : widths) {
     for (KvDtype dtype : kKvDtypes)
-      for (auto [n_ctx, seqs] : sizes) {
-        const std::string type = dtype == KvDtype::kF32 ? "" : "/" + std::string(KvDtypeName(dtype));
-        const std::string name = std::string("PagedAttention/") + isa + type + "/ctx:" + std::to_string(n_ctx) +
-                                 "/seqs:" + std::to_string(seqs);
-        benchmark::RegisterBenchmark(name.c_str(), BM_PagedAttention, lanes, n_ctx, seqs, dtype)
-            ->Unit(benchmark::kMicrosecond);
-      }
+      for (const AttnHeads& heads : {kQwen05bHeads, kLlama3bHeads})
+        for (auto [n_ctx, seqs] : sizes) {
+          if (*heads.name != '\0' && n_ctx == 128) continue;  // the 3B shape: the long and the batched cases
+          const std::string type = dtype == KvDtype::kF32 ? "" : "/" + std::string(KvDtypeName(dtype));
+          const std::string shape = *heads.name == '\0' ? "" : "/" + std::string(heads.name);
+          const std::string name = std::string("PagedAttention/") + isa + type + shape + "/ctx:" +
+                                   std::to_string(n_ctx) + "/seqs:" + std::to_string(seqs);
+          benchmark::RegisterBenchmark(name.c_str(), BM_PagedAttention, lanes, n_ctx, seqs, dtype, heads)
+              ->Unit(benchmark::kMicrosecond);
+        }
   }
 }
 

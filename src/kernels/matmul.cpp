@@ -693,7 +693,8 @@ std::shared_ptr<uint8_t[]> RepackForKernels(MatrixView* w, size_t* bytes) {
 }
 
 std::vector<std::shared_ptr<uint8_t[]>> RepackAllForKernels(std::span<MatrixView* const> mats, ThreadPool* pool,
-                                                            size_t* bytes) {
+                                                            size_t* bytes,
+                                                            const std::function<void(const MatrixView&)>& packed_one) {
   const size_t n_mats = mats.size();
   std::vector<const mm::IsaKernels*> packer(n_mats);
   std::vector<mm::QFormat> fmt(n_mats);
@@ -718,6 +719,7 @@ std::vector<std::shared_ptr<uint8_t[]>> RepackAllForKernels(std::span<MatrixView
     } else {
       PackInto(packer[i], fmt[i], mats[i], static_cast<uint8_t*>(pages->get()) + offset[i]);
     }
+    if (packed_one) packed_one(*mats[i]);
   };
   // Each matrix is packed by one thread: the copies do not depend on the split.
   if (pool != nullptr) {

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -121,9 +122,11 @@ std::shared_ptr<uint8_t[]> RepackForKernels(MatrixView* w, size_t* bytes);
 // mapping advised as huge pages, at offsets fixed by the matrices' order, where each on its own heap block would sit
 // on 4 KiB pages (a TLB walk per 64 cache lines as a decode step streams them); larger ones each get their own, as
 // RepackForKernels gives them. Returns the owners (keep them alive as long as the matrices); *bytes (if not null)
-// receives the total of the packed copies.
-std::vector<std::shared_ptr<uint8_t[]>> RepackAllForKernels(std::span<MatrixView* const> mats, ThreadPool* pool,
-                                                            size_t* bytes);
+// receives the total of the packed copies. `packed_one` (if set) is called for each matrix once its copy is made, on
+// the thread that made it (the loader drops the stored bytes' pages there, so they are never all held twice).
+std::vector<std::shared_ptr<uint8_t[]>> RepackAllForKernels(
+    std::span<MatrixView* const> mats, ThreadPool* pool, size_t* bytes,
+    const std::function<void(const MatrixView&)>& packed_one = {});
 
 namespace ref {
 // The scalar reference twin: same signature and the same activation quantization as the fast path, so the

@@ -3,6 +3,7 @@
 // MLP), the final norm and the LM head. Per-family details that are data (q/k/v bias, q/k norm, RoPE pairing and
 // scaling, sliding windows, soft-capping, the activation) come from ModelConfig.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include "model/moe.h"
 #include "model/nemotron_routing.h"
 #include "util/check.h"
+#include "util/mapped_file.h"
 
 namespace parallm {
 namespace {
@@ -89,13 +91,26 @@ Model::Model(LoadedModel loaded) : loaded_(std::move(loaded)) {
     // One matrix per task over all cores; the small ones (experts) share one huge-page mapping.
     ThreadPool pool(0);
     size_t bytes = 0;
-    for (auto& owner : RepackAllForKernels(mats, &pool, &bytes)) w.packed.push_back(std::move(owner));
+    // Each repacked matrix's stored bytes leave the process's resident memory as soon as its copy is made (the kernels
+    // read the copy; the file's page cache keeps them), so a model is not held twice: a 3B Q8_0 file's process
+    // held 6.8 GB resident for 3.4 GB of weights. A tied LM head's are the token embedding's rows too: the lookup
+    // maps in again the pages of the rows it reads, as it does for an untied embedding.
+    std::atomic<size_t> released{0};
+    auto release = [&](const MatrixView& m) {
+      released += ReleaseMappedPages(m.data, m.row_bytes * static_cast<size_t>(m.rows));
+      if (m.kind != MatrixView::Kind::kMlxAffine) return;
+      const size_t params = static_cast<size_t>(m.rows * (m.cols / m.mlx.group_size)) * Info(m.dtype).block_bytes;
+      released += ReleaseMappedPages(m.scales, params) + ReleaseMappedPages(m.biases, params);
+    };
+    for (auto& owner : RepackAllForKernels(mats, &pool, &bytes, release)) w.packed.push_back(std::move(owner));
     w.packed_bytes += bytes;
     repack_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    released_stored_bytes_ = released.load();
     if (std::getenv("PARALLM_REPACK_VERBOSE") != nullptr) {
       const auto repacked = std::count_if(mats.begin(), mats.end(), [](const MatrixView* m) { return m->packed; });
-      std::fprintf(stderr, "repacked %zu matrices: %.1f MiB in %.3f s\n", static_cast<size_t>(repacked),
-                   static_cast<double>(w.packed_bytes) / (1 << 20), repack_seconds_);
+      std::fprintf(stderr, "repacked %zu matrices: %.1f MiB in %.3f s (%.1f MiB of stored pages released)\n",
+                   static_cast<size_t>(repacked), static_cast<double>(w.packed_bytes) / (1 << 20), repack_seconds_,
+                   static_cast<double>(released_stored_bytes_) / (1 << 20));
     }
   }
 }

@@ -38,6 +38,8 @@ class Model {
   void OverrideContextLength(int32_t tokens) { loaded_.config.context_length = tokens; }
   // Seconds spent repacking the weights at construction (0 when off).
   double repack_seconds() const { return repack_seconds_; }
+  // Bytes of the stored (memory-mapped) weights whose pages left the process's resident memory once repacked.
+  size_t released_stored_bytes() const { return released_stored_bytes_; }
 
   // A KV storage shape for this model with `num_blocks` blocks of `block_size` slots.
   KvStorageShape KvShape(int num_blocks, int block_size = 16, KvDtype dtype = KvDtype::kF32) const;
@@ -83,6 +85,7 @@ class Model {
 
   LoadedModel loaded_;
   double repack_seconds_ = 0;
+  size_t released_stored_bytes_ = 0;
   std::vector<int> kv_layer_;  // hybrid models: layer -> KV storage layer (-1: none)
   // [rotary_dim / 2] each: the global layers' frequencies (Phi-3: the short factors), the windowed layers' (Gemma 3;
   // empty otherwise) and Phi-3's long ones (empty otherwise).

@@ -31,6 +31,13 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// Drops this process's pages of [p, p + n) where the range lies in a live MappedFile: the whole pages inside it (one
+// shared with bytes outside the range stays). The bytes read the same afterwards: the file's page cache keeps them
+// and a later read maps them in again. What it changes is the process's resident memory, which no longer counts
+// them: for weights that were copied at load (repacked), the stored copy is not held twice. Any other memory is left
+// alone (dropping anonymous pages would zero them). Returns the bytes dropped.
+size_t ReleaseMappedPages(const void* p, size_t n);
+
 // Reads a whole (small) file into a string, e.g. config.json.
 Result<std::string> ReadTextFile(const std::string& path);
 // Writes `bytes` to `path` atomically enough for tools: writes `path`.tmp then renames.

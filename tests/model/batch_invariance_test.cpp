@@ -103,7 +103,9 @@ TEST_P(FamilyBatchInvariance, MixedBatchEqualsAlone) {
 }
 
 // Weights repacked at load (the default) give the same logits, bit for bit, as the stored form read in place
-// (PARALLM_REPACK=0), on a mixed batch with threads: Q8_0, Q4_K / Q6_K mixes, Q4_0 and MLX 4 and 8 bit.
+// (PARALLM_REPACK=0), on a mixed batch with threads: Q8_0, Q4_K / Q6_K mixes, Q4_0 and MLX 4 and 8 bit. The repacked
+// model has dropped its stored matrices' pages from resident memory (their rows span whole pages at this width), and
+// its lookups of the token embedding, a tied LM head's rows, map them in again.
 // make-model --fast's streamed random blocks (Q4_K experts, Q4_0 where rows are too narrow for K-quants) make a model
 // that loads, gives finite logits that differ token to token, and keeps batch invariance.
 TEST(FastRandomModel, LoadsRunsAndStaysBatchInvariant) {
@@ -143,6 +145,8 @@ TEST(Repack, RepackedModelEqualsStoredForm) {
     options.format = c.format;
     options.gguf_type = c.type;
     options.mlx_bits = c.mlx_bits;
+    options.hidden = 256;
+    options.ffn = 1024;
     const std::string name = "repack" + std::string(Name(c.type)) + std::to_string(c.mlx_bits);
     auto packed = testing::TinyModel(options, name);
     setenv("PARALLM_REPACK", "0", 1);
@@ -150,6 +154,8 @@ TEST(Repack, RepackedModelEqualsStoredForm) {
     unsetenv("PARALLM_REPACK");
     ASSERT_NE(packed, nullptr);
     ASSERT_NE(stored, nullptr);
+    EXPECT_GT(packed->released_stored_bytes(), 0u) << name;
+    EXPECT_EQ(stored->released_stored_bytes(), 0u) << name;
     ThreadPool pool(2);
     std::vector<Seq> seqs = {{{5, 17, 300, 42, 7, 99, 100, 3, 250, 11}, {7, 2, 9}}, {{1, 2, 3, 4, 5}, {0, 5}}};
     std::vector<std::vector<std::vector<float>>> out;

@@ -66,9 +66,11 @@ Model::Model(LoadedModel loaded) : loaded_(std::move(loaded)) {
     const auto start = std::chrono::steady_clock::now();
     ModelWeights& w = loaded_.weights;
     std::vector<MatrixView*> mats;
-    // Experts too, unless they would not fit twice in memory (a 30B-A3B model in 4 bits is ~16 GiB of experts):
-    // PARALLM_REPACK_EXPERTS=0/1 forces the choice; by default they are repacked when their stored bytes are at most
-    // a quarter of physical memory. Unpacked experts run on the stored (memory-mapped) layout, just slower.
+    // Experts too, unless their copies would crowd the memory (a 30B-A3B model in 4 bits is ~16 GiB of experts, and
+    // Q4_K's packed copies are ~1.3x the stored bytes): PARALLM_REPACK_EXPERTS=0/1 forces the choice; by default
+    // they are repacked when their stored bytes are at most a quarter of physical memory (a bound set when the
+    // stored pages stayed resident beside the copies; they are now released as each copy is made). Unpacked experts
+    // run on the stored (memory-mapped) layout, just slower.
     size_t expert_bytes = 0;
     for (const LayerWeights& lw : w.layers)
       for (const auto* list : {&lw.moe.gate, &lw.moe.up, &lw.moe.down})

@@ -3,6 +3,8 @@
 
 #include <chrono>
 #include <map>
+#include <set>
+#include <string>
 
 #include "engine/choice_text.h"
 
@@ -289,14 +291,25 @@ void AsyncEngine::Dispatch(std::vector<RequestOutput> outputs) {
 }
 
 void AsyncEngine::UpdateGauges() {
+  // The adapters' names, each once and sorted (vLLM's lora_requests_info labels).
+  std::set<std::string> running_loras, waiting_loras;
+  auto add = [](std::set<std::string>* names, const std::shared_ptr<const LoraAdapter>& a) {
+    if (a != nullptr && !a->name.empty()) names->insert(a->name);
+  };
   size_t inbox = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     inbox = submitted_.size();
+    for (const auto& p : submitted_) add(&waiting_loras, p->request.adapter);
   }
   const Scheduler& s = engine_.scheduler();
+  for (const Request* r : s.running()) add(&running_loras, r->adapter);
+  for (const Request* r : s.waiting()) add(&waiting_loras, r->adapter);
   const KVCacheManager& kv = engine_.kv_manager();
   std::lock_guard<std::mutex> lock(metrics_mu_);
+  metrics_.max_loras = engine_.config().scheduler.max_loras;
+  metrics_.running_lora_adapters.assign(running_loras.begin(), running_loras.end());
+  metrics_.waiting_lora_adapters.assign(waiting_loras.begin(), waiting_loras.end());
   metrics_.num_requests_running = s.num_running();
   metrics_.num_requests_waiting = s.num_waiting() + static_cast<int32_t>(inbox);
   metrics_.kv_cache_usage = metrics_.num_blocks > 0 ? 1.0 - static_cast<double>(kv.num_free_blocks()) / metrics_.num_blocks : 0;

@@ -36,6 +36,10 @@ struct EngineMetrics {
   double kv_cache_usage = 0;         // fraction of KV blocks in use, 0..1
   int32_t block_size = 0;
   int32_t num_blocks = 0;
+  // LoRA: the adapters a step may mix (the scheduler's max_loras), and the names of those the running and the
+  // waiting requests use (each once, sorted; adapters loaded by path alone have no name and are not listed).
+  int32_t max_loras = 0;
+  std::vector<std::string> running_lora_adapters, waiting_lora_adapters;
   // Counters.
   int64_t prompt_tokens = 0;          // prompt tokens of requests that ran their prompt
   int64_t generation_tokens = 0;      // tokens sampled

@@ -17,7 +17,7 @@ Status LoraRegistry::Add(const std::string& name, const std::string& path) {
       if (s.name == name) return Err("the adapter '{}' is already loaded (from {})", name, s.path);
   }
   // Loading reads files: outside the lock, so requests for other adapters go on meanwhile.
-  PARALLM_ASSIGN_OR_RETURN(std::shared_ptr<const LoraAdapter> adapter, LoadLoraAdapter(path, base_));
+  PARALLM_ASSIGN_OR_RETURN(std::shared_ptr<const LoraAdapter> adapter, LoadNamed(name, path));
   std::lock_guard<std::mutex> lock(mu_);
   for (const Slot& s : slots_)
     if (s.name == name) return Err("the adapter '{}' is already loaded (from {})", name, s.path);
@@ -48,7 +48,7 @@ Result<std::shared_ptr<const LoraAdapter>> LoraRegistry::Acquire(const std::stri
     }
     path = it->path;
   }
-  PARALLM_ASSIGN_OR_RETURN(std::shared_ptr<const LoraAdapter> adapter, LoadLoraAdapter(path, base_));
+  PARALLM_ASSIGN_OR_RETURN(std::shared_ptr<const LoraAdapter> adapter, LoadNamed(name, path));
   std::lock_guard<std::mutex> lock(mu_);
   auto it = std::find_if(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.name == name; });
   if (it == slots_.end()) return Err("The model '{}' does not exist.", name);  // unloaded meanwhile
@@ -58,6 +58,14 @@ Result<std::shared_ptr<const LoraAdapter>> LoraRegistry::Acquire(const std::stri
   }
   Touch(name);
   return it->adapter;
+}
+
+Result<std::shared_ptr<const LoraAdapter>> LoraRegistry::LoadNamed(const std::string& name,
+                                                                  const std::string& path) const {
+  PARALLM_ASSIGN_OR_RETURN(std::shared_ptr<const LoraAdapter> adapter, LoadLoraAdapter(path, base_));
+  // The loader's is the only reference yet: the name is set before anyone else sees the adapter.
+  std::const_pointer_cast<LoraAdapter>(adapter)->name = name;
+  return adapter;
 }
 
 void LoraRegistry::Touch(const std::string& name) {

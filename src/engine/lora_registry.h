@@ -47,6 +47,8 @@ class LoraRegistry {
     std::shared_ptr<const LoraAdapter> adapter;  // null while evicted
   };
   void Touch(const std::string& name);  // most recently used; evicts beyond max_loras_ (mu_ held)
+  // LoadLoraAdapter, the adapter named `name` (its LoraAdapter::name).
+  Result<std::shared_ptr<const LoraAdapter>> LoadNamed(const std::string& name, const std::string& path) const;
 
   ModelConfig base_;
   int32_t max_loras_;

@@ -93,6 +93,7 @@ class Scheduler {
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   const std::vector<Request*>& running() const { return running_; }
+  const std::deque<Request*>& waiting() const { return waiting_; }
   int64_t num_preemptions() const { return num_preemptions_; }
   // Speculative decoding's totals over all requests.
   struct SpecStats {

@@ -46,6 +46,7 @@ uint64_t NewLoraId();
 struct LoraAdapter {
   uint64_t id = 0;  // NewLoraId() at load
   std::string path;
+  std::string name;  // what a server serves it as (LoraRegistry); empty when loaded by path alone
   LoraFormat format = LoraFormat::kPeft;
   int32_t max_rank = 0;
   // [n_layers][target]. The rows of B for q and k are in the base model's RoPE pairing (ModelConfig::rope_style).

@@ -72,11 +72,18 @@ std::string RenderPrometheus(const EngineMetrics& m, const std::string& model_na
   page.Header("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig.");
   page.Sample("vllm:cache_config_info",
               fmt::format("block_size=\"{}\",num_gpu_blocks=\"{}\"", m.block_size, m.num_blocks), 1);
-  // vLLM's LoRA gauge, which the Gateway API Inference Extension's endpoint picker reads: parallm serves no adapters,
-  // so both lists are empty (the picker then skips the series instead of failing the scrape); the value is when the
-  // figures were taken, as vLLM's.
+  // vLLM's LoRA gauge, which the Gateway API Inference Extension's endpoint picker reads to send a request where its
+  // adapter is already in use: the adapters a step may mix, and the names the running and the waiting requests use,
+  // comma-separated; the value is when the figures were taken, as vLLM's.
+  auto names = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& n : v) out += (out.empty() ? "" : ",") + EscapeLabelValue(n);
+    return out;
+  };
   page.Header("vllm:lora_requests_info", "gauge", "Running stats on lora requests.");
-  page.Sample("vllm:lora_requests_info", "max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"",
+  page.Sample("vllm:lora_requests_info",
+              fmt::format("max_lora=\"{}\",running_lora_adapters=\"{}\",waiting_lora_adapters=\"{}\"", m.max_loras,
+                          names(m.running_lora_adapters), names(m.waiting_lora_adapters)),
               std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   page.Counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", static_cast<double>(m.prompt_tokens));
   page.Counter("vllm:generation_tokens_total", "Number of generation tokens processed.",

@@ -2,12 +2,15 @@
 // q/k rows re-paired for the base's RoPE convention), unfit adapters are clear errors, and the engine runs many
 // adapters in one batch: 64 requests over the base and 4 adapters equal each request run alone, the prefix cache
 // never shares blocks across adapters.
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
+#include "engine/async_engine.h"
 #include "engine/llm.h"
 #include "engine/lora_registry.h"
 #include "model/lora.h"
@@ -265,6 +268,49 @@ TEST(Lora, RegistryKeepsMaxLorasResidentAndEvictsTheLeastRecentlyUsed) {
   EXPECT_NE(gone.status().message().find("does not exist"), std::string::npos);
   EXPECT_GT((*a)->max_rank, 0);
   EXPECT_FALSE(registry.Remove("a"));
+}
+
+// What the server's LoRA gauge (vllm:lora_requests_info) reports: the names the registry serves the adapters as, those
+// of the running requests and those of the waiting ones, each once. With max_loras 1 a step runs one adapter's
+// requests, so the second adapter's wait behind the first's.
+TEST(Lora, MetricsNameTheAdaptersOfRunningAndWaitingRequests) {
+  auto model = testing::TinyModel({Arch::kLlama, ModelFormat::kGguf, DType::kF32}, "lora-metrics");
+  ASSERT_NE(model, nullptr);
+  const ModelConfig c = model->config();
+  LoraRegistry registry(c, 4);
+  RandomLoraSpec spec;
+  ASSERT_TRUE(registry.Add("math", WriteAdapter(c, LoraFormat::kPeft, spec, "metrics-math")).ok());
+  ASSERT_TRUE(registry.Add("sql", WriteAdapter(c, LoraFormat::kGguf, spec, "metrics-sql")).ok());
+  EngineConfig config = LoraEngineConfig();
+  config.scheduler.max_loras = 1;
+  AsyncEngine engine(std::move(model), config, nullptr);
+  SamplingParams p;
+  p.max_tokens = c.context_length - 8;  // runs until cancelled, for all the test needs
+  p.ignore_eos = true;
+  std::vector<uint64_t> ids;
+  for (const char* name : {"math", "math", "sql", "sql"}) {  // math first: its requests run, sql's wait
+    auto adapter = registry.Acquire(name);
+    ASSERT_TRUE(adapter.ok()) << adapter.status().message();
+    GenerationRequest r{{1, 2, 3}, p, 0, *adapter};
+    ASSERT_TRUE(engine.Validate(r).ok());
+    const Submission sub = engine.Submit(std::move(r), [](RequestUpdate) {});
+    ASSERT_EQ(sub.admission, Admission::kAccepted);
+    ids.push_back(sub.id);
+  }
+  // Gauges are taken between steps: wait for the step that has all four in the engine.
+  auto wait_for = [&](auto&& pred) {
+    for (int i = 0; i < 30000 && !pred(engine.Metrics()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return engine.Metrics();
+  };
+  EngineMetrics m = wait_for([](const EngineMetrics& e) { return e.num_requests_waiting == 2; });
+  EXPECT_EQ(m.max_loras, 1);
+  EXPECT_EQ(m.num_requests_running, 2);
+  EXPECT_EQ(m.running_lora_adapters, std::vector<std::string>{"math"});
+  EXPECT_EQ(m.waiting_lora_adapters, std::vector<std::string>{"sql"});
+  for (uint64_t id : ids) engine.Cancel(id);
+  m = wait_for([](const EngineMetrics& e) { return e.num_requests_running + e.num_requests_waiting == 0; });
+  EXPECT_TRUE(m.running_lora_adapters.empty());
+  EXPECT_TRUE(m.waiting_lora_adapters.empty());
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 NAME=PATH` (vLLM's) with requests choosing by `model`, /v1/models listing the adapters with their parent, an unknown
 name a 404 in OpenAI's shape, vLLM's /v1/load_lora_adapter and /v1/unload_lora_adapter (an adapter unloaded while
 a request runs with it: the request finishes with it), --max-cpu-loras 1 evicting and reloading (with
---max-loras 1, one adapter per batch), and `parallm batch` lines choosing by "model". Every served completion must
+--max-loras 1, one adapter per batch), the adapter of a running request named in /metrics (vllm:lora_requests_info),
+and `parallm batch` lines choosing by "model". Every served completion must
 equal `generate` with the same adapter (greedy).
 
 Usage: lora_server_test.py PARALLM_BINARY"""
@@ -109,6 +110,22 @@ def test_max_loras_one_evicts_and_reloads():
         for name in ("a", "b", "a", "b"):
             status, out = complete(server, name)
             assert status == 200 and ids_of(out) == EXPECTED[name], (name, out)
+        # vLLM's LoRA gauge, as an endpoint picker reads it: the adapters a step may mix, and while a request runs
+        # with "a", its name among the running requests' adapters; none once it is done.
+        def lora_info():
+            found = [dict(k[1]) for k in server.metrics() if k[0] == "vllm:lora_requests_info"]
+            assert len(found) == 1 and found[0]["max_lora"] == "1", found
+            return found[0]
+        result = {}
+        t = threading.Thread(target=lambda: result.update(zip(("status", "out"), complete(server, "a", n=1500))))
+        t.start()
+        seen = set()
+        while t.is_alive() and "a" not in seen:
+            seen.add(lora_info()["running_lora_adapters"])
+        t.join()
+        assert result["status"] == 200, result
+        assert "a" in seen, seen
+        assert lora_info()["running_lora_adapters"] == "" and lora_info()["waiting_lora_adapters"] == ""
     finally:
         assert server.stop() == 0
 

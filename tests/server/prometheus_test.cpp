@@ -11,6 +11,20 @@ namespace {
 
 bool Has(const std::string& page, const std::string& line) { return page.find(line + "\n") != std::string::npos; }
 
+// With adapters: how many a step may mix, and the names the running and the waiting requests use, comma-separated,
+// each label value escaped.
+TEST(PrometheusTest, LoraGaugeNamesTheAdaptersInUse) {
+  EngineMetrics m;
+  m.max_loras = 8;
+  m.running_lora_adapters = {"math", "sql"};
+  m.waiting_lora_adapters = {"say \"hi\""};
+  const std::string page = RenderPrometheus(m, "tiny");
+  EXPECT_NE(page.find(R"(vllm:lora_requests_info{max_lora="8",running_lora_adapters="math,sql",)"
+                      R"(waiting_lora_adapters="say \"hi\"",model_name="tiny"} )"),
+            std::string::npos)
+      << page;
+}
+
 TEST(PrometheusTest, RendersVllmNames) {
   EngineMetrics m;
   m.num_requests_running = 3;

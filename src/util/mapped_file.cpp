@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <shared_mutex>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -18,14 +19,15 @@
 namespace parallm {
 namespace {
 
-// The live mappings (start, bytes), so ReleaseMappedPages acts only on file pages.
-std::mutex& MappingsMutex() {
-  static std::mutex m;
-  return m;
+// The live mappings (start, bytes), so ReleaseMappedPages acts only on file pages. Never destroyed: a MappedFile held
+// by a static (a test's cached model) may close after the other statics are gone.
+std::shared_mutex& MappingsMutex() {
+  static auto* m = new std::shared_mutex;
+  return *m;
 }
 std::vector<std::pair<uintptr_t, size_t>>& Mappings() {
-  static std::vector<std::pair<uintptr_t, size_t>> v;
-  return v;
+  static auto* v = new std::vector<std::pair<uintptr_t, size_t>>;
+  return *v;
 }
 
 }  // namespace
@@ -54,7 +56,7 @@ Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
       return Err("{}: cannot mmap {} bytes: {}", path, file->size_, std::strerror(e));
     }
     file->data_ = static_cast<const uint8_t*>(p);
-    std::lock_guard<std::mutex> lock(MappingsMutex());
+    std::unique_lock lock(MappingsMutex());
     Mappings().emplace_back(reinterpret_cast<uintptr_t>(p), file->size_);
   }
   ::close(fd);
@@ -63,25 +65,22 @@ Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
 
 MappedFile::~MappedFile() {
   if (data_ == nullptr) return;
-  {
-    std::lock_guard<std::mutex> lock(MappingsMutex());
-    auto& v = Mappings();
-    v.erase(std::remove(v.begin(), v.end(), std::make_pair(reinterpret_cast<uintptr_t>(data_), size_)), v.end());
-  }
+  // Unmapped under the lock: a ReleaseMappedPages that found this mapping finishes before its pages can go to another.
+  std::unique_lock lock(MappingsMutex());
+  auto& v = Mappings();
+  v.erase(std::remove(v.begin(), v.end(), std::make_pair(reinterpret_cast<uintptr_t>(data_), size_)), v.end());
   ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 size_t ReleaseMappedPages(const void* p, size_t n) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + n;
-  {
-    std::lock_guard<std::mutex> lock(MappingsMutex());
-    const auto& v = Mappings();
-    if (std::none_of(v.begin(), v.end(), [&](const auto& m) { return begin >= m.first && end <= m.first + m.second; }))
-      return 0;
-  }
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
   if (last <= first) return 0;
+  std::shared_lock lock(MappingsMutex());  // releases of different ranges run at once
+  const auto& v = Mappings();
+  if (std::none_of(v.begin(), v.end(), [&](const auto& m) { return begin >= m.first && end <= m.first + m.second; }))
+    return 0;
   // A private, read-only file mapping: the dropped pages come back from the file on the next read.
   if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) return 0;
   return last - first;

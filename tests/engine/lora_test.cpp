@@ -297,12 +297,13 @@ TEST(Lora, MetricsNameTheAdaptersOfRunningAndWaitingRequests) {
     ASSERT_EQ(sub.admission, Admission::kAccepted);
     ids.push_back(sub.id);
   }
-  // Gauges are taken between steps: wait for the step that has all four in the engine.
+  // Gauges are taken between steps: wait for a step with both math requests running and both sql ones waiting.
   auto wait_for = [&](auto&& pred) {
     for (int i = 0; i < 30000 && !pred(engine.Metrics()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return engine.Metrics();
   };
-  EngineMetrics m = wait_for([](const EngineMetrics& e) { return e.num_requests_waiting == 2; });
+  EngineMetrics m =
+      wait_for([](const EngineMetrics& e) { return e.num_requests_running == 2 && e.num_requests_waiting == 2; });
   EXPECT_EQ(m.max_loras, 1);
   EXPECT_EQ(m.num_requests_running, 2);
   EXPECT_EQ(m.running_lora_adapters, std::vector<std::string>{"math"});

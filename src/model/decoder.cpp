@@ -101,7 +101,7 @@ Model::Model(LoadedModel loaded) : loaded_(std::move(loaded)) {
     auto release = [&](const MatrixView& m) {
       released += ReleaseMappedPages(m.data, m.row_bytes * static_cast<size_t>(m.rows));
       if (m.kind != MatrixView::Kind::kMlxAffine) return;
-      const size_t params = static_cast<size_t>(m.rows * (m.cols / m.mlx.group_size)) * Info(m.dtype).block_bytes;
+      const size_t params = MlxParamBytes(m, m.rows);
       released += ReleaseMappedPages(m.scales, params) + ReleaseMappedPages(m.biases, params);
     };
     for (auto& owner : RepackAllForKernels(mats, &pool, &bytes, release)) w.packed.push_back(std::move(owner));

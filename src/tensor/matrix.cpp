@@ -6,6 +6,10 @@
 
 namespace parallm {
 
+size_t MlxParamBytes(const MatrixView& m, int64_t rows) {
+  return static_cast<size_t>(rows * (m.cols / m.mlx.group_size)) * Info(m.dtype).block_bytes;
+}
+
 void DequantizeMatrixRow(const MatrixView& m, int64_t r, float* dst) {
   PARALLM_CHECK(r >= 0 && r < m.rows);
   if (m.kind == MatrixView::Kind::kDense) {
@@ -13,9 +17,7 @@ void DequantizeMatrixRow(const MatrixView& m, int64_t r, float* dst) {
     return;
   }
   PARALLM_CHECK(IsSupportedMlxAffine(m.mlx) && m.cols % m.mlx.group_size == 0);
-  int64_t groups = m.cols / m.mlx.group_size;
-  size_t scale_bytes = Info(m.dtype).block_bytes;
-  size_t offset = static_cast<size_t>(r * groups) * scale_bytes;
+  const size_t offset = MlxParamBytes(m, r);
   MlxDequantizeRow(m.mlx, reinterpret_cast<const uint32_t*>(m.Row(r)), m.scales + offset, m.biases + offset,
                    m.dtype, dst, m.cols);
 }
@@ -28,7 +30,7 @@ MatrixView SliceRows(const MatrixView& m, int64_t first, int64_t n) {
   s.packed = nullptr;
   s.packed_isa = -1;
   if (m.kind == MatrixView::Kind::kMlxAffine) {
-    const size_t offset = static_cast<size_t>(first * (m.cols / m.mlx.group_size)) * Info(m.dtype).block_bytes;
+    const size_t offset = MlxParamBytes(m, first);
     s.scales = m.scales + offset;
     s.biases = m.biases + offset;
   }

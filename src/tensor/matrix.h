@@ -40,6 +40,10 @@ struct MatrixView {
 // for fused projections (Phi-3's qkv_proj). Not for repacked views (`packed` is dropped).
 MatrixView SliceRows(const MatrixView& m, int64_t first, int64_t n);
 
+// kMlxAffine: the bytes of the scales of `rows` rows (the biases take as many): the offset of row `rows`'s scales,
+// and the size of a matrix's.
+size_t MlxParamBytes(const MatrixView& m, int64_t rows);
+
 // Dequantizes row r of any MatrixView to f32 (reference path, used by tests, embedding lookup and loaders).
 void DequantizeMatrixRow(const MatrixView& m, int64_t r, float* dst);
 

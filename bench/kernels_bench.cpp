@@ -273,6 +273,7 @@ void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int se
 // in order), each token alone through PagedAttention (kAlone), in runs of kAttentionTokenBlock tokens through
 // PagedAttentionTokens (kRuns: the same bits), or all of them through PromptAttention, one call per KV head (kPrompt:
 // a prompt's bf16 rows on AMX-BF16 tiles, another formula). Counter: tokens/s per CPU second of the one thread.
+// ctx:1000/tokens:8 is the few tokens a step computes after a long cached prefix, or a speculative step's check.
 enum class PrefillMode { kAlone, kRuns, kPrompt };
 void BM_PagedAttentionPrefill(benchmark::State& state, int lanes, int64_t n_ctx, int tokens, KvDtype dtype,
                               PrefillMode mode) {
@@ -462,7 +463,7 @@ void RegisterAttention() {
 // PagedAttentionPrefill/amx-bf16[/f16|/bf16|/int8]/ctx:<n_ctx>/tokens:<n>/prompt: see BM_PagedAttentionPrefill.
 void RegisterPrefillAttention() {
   const std::pair<int, const char*> widths[] = {{16, "avx512"}, {8, "avx2"}, {4, "baseline"}, {0, "amx-bf16"}};
-  const std::pair<int64_t, int> sizes[] = {{512, 512}, {2048, 512}, {2048, 2048}};
+  const std::pair<int64_t, int> sizes[] = {{1000, 8}, {512, 512}, {2048, 512}, {2048, 2048}};
   for (auto [lanes, isa] : widths)
     for (KvDtype dtype : kKvDtypes)
       for (auto [n_ctx, tokens] : sizes)

@@ -438,11 +438,46 @@ PARALLM_INLINE void ScoreRowsTransposed(const TokensTask& m, int first_token, in
   }
 }
 
+// One level of an in-register W x W transpose: rows a and b = a + s (bit s of a clear) trade the lanes where bit s of
+// the lane differs from bit s of the row. After the levels s = W/2, W/4, ..., 1, row r holds column r.
+constexpr int SwapLane(int s, int lane, bool second) {
+  if (!second) return (lane & s) ? W + lane - s : lane;
+  return (lane & s) ? W + lane : lane + s;
+}
+
+template <int S, size_t... L>
+PARALLM_INLINE void SwapBlocks(V& a, V& b, std::index_sequence<L...>) {
+  const V lo = a, hi = b;
+  a = __builtin_shufflevector(lo, hi, SwapLane(S, L, false)...);
+  b = __builtin_shufflevector(lo, hi, SwapLane(S, L, true)...);
+}
+
+// r[0..W) transposed in place: the levels s = S, S/2, ..., 1.
+template <int S = W / 2>
+PARALLM_INLINE void TransposeRows(V (&r)[W]) {
+  if constexpr (S >= 1) {
+#pragma GCC unroll 16
+    for (int a = 0; a < W; ++a)
+      if ((a & S) == 0) SwapBlocks<S>(r[a], r[a + S], std::make_index_sequence<W>());
+    TransposeRows<S / 2>(r);
+  }
+}
+
 // The tile's key rows k[i], decoded to f32 and transposed: kt[d * W + i] = dim d of row i (D <= kMaxDecodedDim).
+// Whole vectors of dims go through registers, W rows at a time; the tail dims (head_dim not a multiple of W) one by one.
 template <class T>
 PARALLM_INLINE void TransposeKeyTile(const T* const (&k)[W], int D, float* kt) {
+  const int vec_d = D / W * W;
+  for (int d = 0; d < vec_d; d += W) {
+    V r[W];
+#pragma GCC unroll 16
+    for (int i = 0; i < W; ++i) r[i] = LoadRow(k[i] + d);
+    TransposeRows(r);
+#pragma GCC unroll 16
+    for (int i = 0; i < W; ++i) Store(kt + (d + i) * W, r[i]);
+  }
   for (int i = 0; i < W; ++i)
-    for (int d = 0; d < D; ++d) kt[d * W + i] = Elem(k[i], d);
+    for (int d = vec_d; d < D; ++d) kt[d * W + i] = Elem(k[i], d);
 }
 
 // Consecutive tokens of one sequence for one KV head (TokensTask): the rows of every token's group are computed

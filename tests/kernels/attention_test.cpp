@@ -481,7 +481,9 @@ INSTANTIATE_TEST_SUITE_P(
         TokensCase{Case{6, 3, 50, 5, 61, 16}, 30, KvDtype::kInt8},
         TokensCase{Case{21, 3, 72, 7, 45, 0, 2.0f}, 20, KvDtype::kBf16},
         TokensCase{Case{8, 1, 64, 3, 33}, 9, KvDtype::kInt8}, TokensCase{Case{4, 1, 264, 8, 40}, 18, KvDtype::kInt8},
-        TokensCase{Case{4, 1, 264, 8, 40}, 18, KvDtype::kBf16}),
+        TokensCase{Case{4, 1, 264, 8, 40}, 18, KvDtype::kBf16},
+        // Key tiles transposed in registers: 8 and 16 vectors of dims, a context of many tiles.
+        TokensCase{Case{4, 2, 128, 16, 300}, 37, KvDtype::kF16}, TokensCase{Case{2, 1, 256, 16, 100}, 20, KvDtype::kF16}),
     TokensCaseName);
 
 // PromptAttention: the scalar twin (its formula) against the f32 attention of every token, on every CPU; where the CPU

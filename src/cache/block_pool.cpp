@@ -100,7 +100,8 @@ void BlockPool::Touch(std::span<const int32_t> ids) {
   }
 }
 
-void BlockPool::Cache(int32_t id, BlockHash hash, std::span<const int32_t> tokens) {
+void BlockPool::Cache(int32_t id, BlockHash hash, std::span<const int32_t> tokens, uint64_t parent_key,
+                      int32_t int8_offset) {
   if (!enable_prefix_caching_) return;
   PARALLM_CHECK_MSG(static_cast<int32_t>(tokens.size()) == block_size_, "only full blocks are cached");
   Block& b = block(id);
@@ -113,6 +114,42 @@ void BlockPool::Cache(int32_t id, BlockHash hash, std::span<const int32_t> token
   if (!cached_.try_emplace(hash, id).second) return;
   b.hash = hash;
   b.tokens.assign(tokens.begin(), tokens.end());
+  Index(b, parent_key, int8_offset);
+}
+
+void BlockPool::CacheTail(int32_t id, uint64_t parent_key, std::span<const int32_t> tokens, int32_t int8_offset) {
+  if (!enable_prefix_caching_) return;
+  Block& b = block(id);
+  PARALLM_CHECK_MSG(!tokens.empty() && static_cast<int32_t>(tokens.size()) < block_size_,
+                    "a tail holds between one token and a block's less one");
+  PARALLM_CHECK_MSG(b.ref_count == 0 && !b.hash && !b.is_child, "only a free, uncached block becomes a tail");
+  b.tokens.assign(tokens.begin(), tokens.end());
+  Index(b, parent_key, int8_offset);
+}
+
+uint64_t BlockPool::ChildKey(uint64_t parent_key, int32_t first_token) {
+  // splitmix64's finalizer over the pair: a shared prefix's many continuations spread over many keys.
+  uint64_t x = parent_key ^ (static_cast<uint64_t>(static_cast<uint32_t>(first_token)) * 0x9e3779b97f4a7c15ULL);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+void BlockPool::Index(Block& b, uint64_t parent_key, int32_t int8_offset) {
+  b.is_child = true;
+  b.parent_key = parent_key;
+  b.int8_offset = int8_offset;
+  children_.emplace(ChildKey(parent_key, b.tokens.front()), b.id);
+}
+
+std::vector<int32_t> BlockPool::Children(uint64_t parent_key, int32_t first_token) const {
+  std::vector<int32_t> ids;
+  auto [first, last] = children_.equal_range(ChildKey(parent_key, first_token));
+  for (auto it = first; it != last; ++it) {
+    const Block& b = block(it->second);
+    if (b.parent_key == parent_key && b.tokens.front() == first_token) ids.push_back(b.id);  // not a mere key clash
+  }
+  return ids;
 }
 
 void BlockPool::Free(std::span<const int32_t> ids) {
@@ -124,17 +161,25 @@ void BlockPool::Free(std::span<const int32_t> ids) {
 }
 
 void BlockPool::Evict(Block& b) {
+  if (b.is_child) {
+    auto [first, last] = children_.equal_range(ChildKey(b.parent_key, b.tokens.front()));
+    auto it = std::find_if(first, last, [&](const auto& entry) { return entry.second == b.id; });
+    PARALLM_CHECK_MSG(it != last, "indexed block missing from the children index");
+    children_.erase(it);
+    b.is_child = false;
+  }
+  b.tokens.clear();
   if (!b.hash) return;
   auto it = cached_.find(*b.hash);
   PARALLM_CHECK_MSG(it != cached_.end() && it->second == b.id, "cached block missing from the index");
   cached_.erase(it);
   b.hash.reset();
-  b.tokens.clear();
 }
 
 void BlockPool::CheckIntegrity() const {
   int32_t num_queued = 0;
   int32_t num_hashed = 0;
+  int32_t num_children = 0;
   for (const Block& b : blocks_) {
     const std::string where = "block " + std::to_string(b.id);
     PARALLM_CHECK_MSG(b.ref_count >= 0, where.c_str());
@@ -147,11 +192,22 @@ void BlockPool::CheckIntegrity() const {
       auto it = cached_.find(*b.hash);
       PARALLM_CHECK_MSG(it != cached_.end() && it->second == b.id, where.c_str());
       PARALLM_CHECK_MSG(static_cast<int32_t>(b.tokens.size()) == block_size_, where.c_str());
+    } else if (b.is_child) {  // a tail: its first slots' tokens (free, or held while it is copied from)
+      PARALLM_CHECK_MSG(!b.tokens.empty() && static_cast<int32_t>(b.tokens.size()) < block_size_,
+                        (where + ": a tail of no tokens or of a whole block").c_str());
     } else {
       PARALLM_CHECK_MSG(b.tokens.empty(), where.c_str());
     }
+    if (b.is_child) {
+      ++num_children;
+      auto [first, last] = children_.equal_range(ChildKey(b.parent_key, b.tokens.front()));
+      PARALLM_CHECK_MSG(std::count_if(first, last, [&](const auto& entry) { return entry.second == b.id; }) == 1,
+                        (where + ": indexed as a child but not once under its parent").c_str());
+      PARALLM_CHECK_MSG(b.int8_offset >= 0 && b.int8_offset <= block_size_, where.c_str());
+    }
   }
   PARALLM_CHECK_MSG(num_hashed == static_cast<int32_t>(cached_.size()), "cache index has entries without blocks");
+  PARALLM_CHECK_MSG(num_children == static_cast<int32_t>(children_.size()), "children index has entries without blocks");
   for (const auto& [hash, id] : cached_) {
     PARALLM_CHECK_MSG(id >= 0 && id < num_blocks(), "cache index names a block out of range");
     PARALLM_CHECK_MSG(block(id).hash == hash, "cache index disagrees with the block's hash");

@@ -49,7 +49,35 @@ uint32_t FormulaMark(int32_t i, int32_t bs, int32_t int8_from) {
   return static_cast<uint32_t>(1 + std::max(0, int8_from - i * bs));
 }
 
+// Block i's first slot computed by the int8 formula (Block::int8_offset): bs for a block wholly before int8_from, 0
+// with one formula for all (int8_from < 0).
+int32_t Int8Offset(int32_t i, int32_t bs, int32_t int8_from) {
+  return int8_from < 0 ? 0 : std::clamp(int8_from - i * bs, 0, bs);
+}
+
 }  // namespace
+
+uint64_t KVCacheManager::ParentKey(const std::optional<BlockHash>& parent, uint64_t salt) {
+  return parent ? parent->value : HashBlockTokens(std::nullopt, {}, salt).value;
+}
+
+void KVCacheManager::FindTail(std::span<const int32_t> tokens, int32_t start, int32_t max_tokens, uint64_t parent_key,
+                              int32_t int8_from, ComputedBlocks* computed) const {
+  const int32_t bs = pool_.block_size();
+  const int32_t offset = Int8Offset(start / bs, bs, int8_from);
+  for (int32_t id : pool_.Children(parent_key, tokens[static_cast<size_t>(start)])) {
+    const Block& b = pool_.block(id);
+    const int32_t n = std::min<int32_t>(max_tokens, static_cast<int32_t>(b.tokens.size()));
+    int32_t same = 0;
+    while (same < n && b.tokens[static_cast<size_t>(same)] == tokens[static_cast<size_t>(start + same)]) ++same;
+    // Slots before both offsets took the bf16 formula in both requests, slots from both on the int8 one.
+    if (b.int8_offset != offset) same = std::min({same, b.int8_offset, offset});
+    if (same > computed->tail_tokens) {
+      computed->tail_block = id;
+      computed->tail_tokens = same;
+    }
+  }
+}
 
 ComputedBlocks KVCacheManager::GetComputedBlocks(std::span<const int32_t> tokens, uint64_t salt, int32_t int8_from) {
   const int32_t bs = pool_.block_size();
@@ -59,15 +87,17 @@ ComputedBlocks KVCacheManager::GetComputedBlocks(std::span<const int32_t> tokens
   stats_.query_tokens += num_tokens;
 
   ComputedBlocks computed;
+  std::vector<BlockHash> hashes;  // of the blocks found
   if (pool_.prefix_caching()) {
-    std::optional<BlockHash> parent;
     for (int32_t i = 0; i < num_full; ++i) {
       std::span<const int32_t> block_tokens = tokens.subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
+      std::optional<BlockHash> parent;
+      if (i > 0) parent = hashes.back();
       BlockHash hash = HashBlockTokens(parent, block_tokens, salt, FormulaMark(i, bs, int8_from));
       std::optional<int32_t> id = pool_.Lookup(hash, block_tokens);
       if (!id) break;
       computed.block_ids.push_back(*id);
-      parent = hash;
+      hashes.push_back(hash);
     }
   }
   const int32_t num_hit = static_cast<int32_t>(computed.block_ids.size());
@@ -79,10 +109,22 @@ ComputedBlocks KVCacheManager::GetComputedBlocks(std::span<const int32_t> tokens
   } else {
     ++stats_.misses;
   }
-  // The last prompt token must be computed to produce logits.
-  if (num_hit * bs == num_tokens && num_hit > 0) computed.block_ids.pop_back();
-  computed.num_tokens = static_cast<int32_t>(computed.block_ids.size()) * bs;
+  // The last prompt token must be computed to produce logits: a wholly cached prompt gives its last block back, to
+  // be found again as a tail of all but that token.
+  if (num_hit * bs == num_tokens && num_hit > 0) {
+    computed.block_ids.pop_back();
+    hashes.pop_back();
+  }
+  const int32_t start = static_cast<int32_t>(computed.block_ids.size()) * bs;
+  if (pool_.prefix_caching()) {
+    std::optional<BlockHash> parent;
+    if (!hashes.empty()) parent = hashes.back();
+    const int32_t max_tail = std::min(bs - 1, num_tokens - start - 1);
+    if (max_tail > 0) FindTail(tokens, start, max_tail, ParentKey(parent, salt), int8_from, &computed);
+  }
+  computed.num_tokens = start + computed.tail_tokens;
   stats_.hit_tokens += computed.num_tokens;
+  stats_.tail_hits += computed.tail_tokens > 0 ? 1 : 0;
   return computed;
 }
 
@@ -100,9 +142,14 @@ bool KVCacheManager::AllocateSlots(RequestId id, int32_t num_computed_tokens, in
 
   const int32_t num_needed = CeilDiv(num_computed_tokens + num_new_tokens, bs);
   const int32_t num_fresh = std::max(0, num_needed - num_held - num_shared);
-  // Touch takes unused cached blocks out of the free queue, so they count against the free blocks too.
+  // Touch takes unused cached blocks out of the free queue, so they count against the free blocks too (a tail's
+  // source as well, held until its copy).
+  const int32_t tail = new_computed.tail_block;
+  PARALLM_CHECK_MSG(tail < 0 || (num_held == 0 && new_computed.tail_tokens > 0 && num_new_tokens > 0),
+                    "a tail is for a request's first call, with tokens of its own to compute");
   int32_t num_revived = 0;
   for (int32_t b : new_computed.block_ids) num_revived += pool_.block(b).ref_count == 0 ? 1 : 0;
+  if (tail >= 0) num_revived += pool_.block(tail).ref_count == 0 ? 1 : 0;
   if (num_fresh + num_revived > pool_.num_free_blocks()) return false;
   const bool needs_slot = state_pool_.num_slots() > 0 && it == requests_.end();
   if (needs_slot && state_pool_.num_free() == 0) return false;
@@ -119,11 +166,26 @@ bool KVCacheManager::AllocateSlots(RequestId id, int32_t num_computed_tokens, in
     req.blocks = new_computed.block_ids;
     stats_.blocks_shared += num_shared;
   }
+  if (tail >= 0) {
+    // GetComputedBlocks found it indexed; nothing may hand it out before this call. Held first, so the allocation
+    // below cannot take it.
+    PARALLM_CHECK_MSG(pool_.block(tail).is_child, "a tail was handed out before AllocateSlots");
+    pool_.Touch(std::span<const int32_t>(&tail, 1));
+  }
   std::vector<int32_t> fresh = pool_.Allocate(num_fresh);
   req.blocks.insert(req.blocks.end(), fresh.begin(), fresh.end());
   stats_.blocks_allocated += num_fresh;
+  if (tail >= 0) pending_copies_.emplace_back(tail, fresh.at(0));
   if (num_shared > 0) ReleaseBehindWindow(req, num_computed_tokens);
   return true;
+}
+
+void KVCacheManager::RunPendingCopies(const std::function<void(int32_t, int32_t)>& copy) {
+  for (const auto& [src, dst] : pending_copies_) {
+    copy(src, dst);
+    pool_.Free(std::span<const int32_t>(&src, 1));
+  }
+  pending_copies_.clear();
 }
 
 void KVCacheManager::CacheFullBlocks(RequestId id, std::span<const int32_t> tokens, int32_t num_tokens, uint64_t salt,
@@ -141,20 +203,49 @@ void KVCacheManager::CacheFullBlocks(RequestId id, std::span<const int32_t> toke
     if (i > 0) parent = req.hashes[static_cast<size_t>(i - 1)];
     BlockHash hash = HashBlockTokens(parent, block_tokens, salt, FormulaMark(i, bs, int8_from));
     // A released block was cached before it fell behind the window; only its hash is still needed (the chain).
-    if (req.blocks[static_cast<size_t>(i)] != kNoBlock) pool_.Cache(req.blocks[static_cast<size_t>(i)], hash, block_tokens);
+    if (req.blocks[static_cast<size_t>(i)] != kNoBlock)
+      pool_.Cache(req.blocks[static_cast<size_t>(i)], hash, block_tokens, ParentKey(parent, salt),
+                  Int8Offset(i, bs, int8_from));
     req.hashes.push_back(hash);
+  }
+  // The partly filled block after them, for Free to leave findable.
+  req.tail_block = -1;
+  req.tail_tokens.clear();
+  const int32_t tail_start = num_full * bs;
+  if (num_tokens > tail_start && num_full == static_cast<int32_t>(req.hashes.size()) &&
+      num_full < static_cast<int32_t>(req.blocks.size()) && req.blocks[static_cast<size_t>(num_full)] != kNoBlock) {
+    std::optional<BlockHash> parent;
+    if (num_full > 0) parent = req.hashes[static_cast<size_t>(num_full - 1)];
+    req.tail_block = req.blocks[static_cast<size_t>(num_full)];
+    req.tail_tokens.assign(tokens.begin() + tail_start, tokens.begin() + num_tokens);
+    req.tail_parent_key = ParentKey(parent, salt);
+    req.tail_int8_offset = Int8Offset(num_full, bs, int8_from);
   }
 }
 
 void KVCacheManager::Free(RequestId id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
-  std::vector<int32_t>& blocks = it->second.blocks;
+  RequestBlocks& req = it->second;
+  std::vector<int32_t>& blocks = req.blocks;
   std::erase(blocks, kNoBlock);
+  // A copy into its blocks that has not run yet never will: its source is let go.
+  std::erase_if(pending_copies_, [&](const std::pair<int32_t, int32_t>& c) {
+    if (std::find(blocks.begin(), blocks.end(), c.second) == blocks.end()) return false;
+    pool_.Free(std::span<const int32_t>(&c.first, 1));
+    return true;
+  });
   // Tail first: the request's last blocks are the least likely to be shared, so they are evicted first.
   std::reverse(blocks.begin(), blocks.end());
   pool_.Free(blocks);
-  if (it->second.state_slot >= 0) state_pool_.Free(it->second.state_slot);
+  // Its partly filled last block keeps its computed slots until handed out again: a later prompt that goes on the
+  // same way copies them instead of computing them.
+  if (req.tail_block >= 0) {
+    const Block& b = pool_.block(req.tail_block);
+    if (b.ref_count == 0 && !b.hash && !b.is_child)
+      pool_.CacheTail(req.tail_block, req.tail_parent_key, req.tail_tokens, req.tail_int8_offset);
+  }
+  if (req.state_slot >= 0) state_pool_.Free(req.state_slot);
   requests_.erase(it);
 }
 
@@ -240,6 +331,12 @@ void KVCacheManager::CheckIntegrity() const {
   }
   PARALLM_CHECK_MSG(slots_held + state_pool_.num_free() == state_pool_.num_slots(),
                     "state slots held and free do not add up to the pool");
+  // A pending copy holds its source (an indexed block) and writes into a block its request holds.
+  for (const auto& [src, dst] : pending_copies_) {
+    PARALLM_CHECK_MSG(pool_.block(src).is_child, "a pending copy's source is no longer indexed");
+    PARALLM_CHECK_MSG(refs[static_cast<size_t>(dst)] > 0, "a pending copy writes into a block no request holds");
+    ++refs[static_cast<size_t>(src)];
+  }
   for (int32_t b = 0; b < pool_.num_blocks(); ++b) {
     PARALLM_CHECK_MSG(refs[static_cast<size_t>(b)] == pool_.block(b).ref_count,
                       ("block " + std::to_string(b) + ": ref count differs from the requests holding it").c_str());

@@ -1,10 +1,12 @@
-// KVCacheManager: which blocks each request's tokens live in. Finds a new request's cached prefix
-// (full blocks whose chained hashes match), allocates blocks as requests grow, caches blocks once full,
-// frees a request's blocks when it finishes or is preempted, and keeps the statistics. For hybrid models it also
-// hands each request its recurrent-state slot (cache/ssm_state.h), with the same lifetime as its blocks.
+// KVCacheManager: which blocks each request's tokens live in. Finds a new request's cached prefix (full blocks whose
+// chained hashes match, then the start of a block that followed them), allocates blocks as requests grow, caches
+// blocks once full, frees a request's blocks when it finishes or is preempted, and keeps the statistics. For hybrid
+// models it also hands each request its recurrent-state slot (cache/ssm_state.h), with the same lifetime as its blocks.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -22,7 +24,8 @@ struct KVCacheStats {
   int64_t partial_hits = 0;        // some but not all
   int64_t misses = 0;              // none
   int64_t query_tokens = 0;        // prompt tokens looked up
-  int64_t hit_tokens = 0;          // tokens found cached (prefill they skip)
+  int64_t hit_tokens = 0;          // tokens found cached (prefill they skip), tails included
+  int64_t tail_hits = 0;           // lookups that found tokens at the start of a block after their full blocks
   int64_t blocks_allocated = 0;    // fresh blocks handed out
   int64_t blocks_shared = 0;       // cached blocks reused by another request
   int64_t blocks_slid_out = 0;     // blocks released early, wholly behind a sliding window
@@ -34,7 +37,11 @@ inline constexpr int32_t kNoBlock = -1;
 
 struct ComputedBlocks {
   std::vector<int32_t> block_ids;  // cached full blocks of the prompt prefix, in order
-  int32_t num_tokens = 0;          // = block_ids.size() * block_size
+  // The prompt's next tokens after them found at the start of another block (a cached block or a freed request's
+  // last one): AllocateSlots copies that block into the request's next one. -1 and 0: none.
+  int32_t tail_block = -1;
+  int32_t tail_tokens = 0;
+  int32_t num_tokens = 0;  // = block_ids.size() * block_size + tail_tokens
 };
 
 class KVCacheManager {
@@ -47,9 +54,10 @@ class KVCacheManager {
   KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching, int32_t sliding_window = 0,
                  int32_t num_state_slots = 0);
 
-  // The longest cached prefix of `tokens` in whole blocks. At least one token is always left to compute
-  // (the last prompt token must run to produce logits), so a fully cached prompt reuses all blocks but the
-  // last. Does not take references: pass the result to AllocateSlots.
+  // The longest cached prefix of `tokens`: whole blocks, then, token by token, the start of a block that followed the
+  // same prefix (a cached block, or the partly filled last block of a request that has ended). At least one token is
+  // always left to compute (the last prompt token must run to produce logits), so a prompt seen before computes just
+  // its last token. Does not take references: pass the result to AllocateSlots.
   // `salt`: the request's LoRA adapter (0: base model), part of every block hash (HashBlockTokens).
   // `int8_from`: where a request's prompt runs on MatMul's bf16 formula, the first position the int8 formula computes
   // (model/forward_batch.h's Bf16PromptEnd; -1: one formula for all). Blocks holding that position or later are
@@ -59,14 +67,22 @@ class KVCacheManager {
   // Makes room for `num_new_tokens` more tokens of request `id` (whose first `num_computed_tokens` are in its
   // blocks already, or in `new_computed` blocks from GetComputedBlocks on its first call). Returns false, and
   // changes nothing (but for releasing blocks behind a sliding window), when the pool has too few free blocks.
+  // A tail in `new_computed` becomes a pending copy into the request's first fresh block (RunPendingCopies); the
+  // source block is held until then.
   bool AllocateSlots(RequestId id, int32_t num_computed_tokens, int32_t num_new_tokens,
                      const ComputedBlocks& new_computed = {});
+
+  // Copies each pending tail (copy(source block, destination block): every layer's K/V rows) and releases its
+  // source. The engine runs them after scheduling a step and before the step writes any K/V.
+  void RunPendingCopies(const std::function<void(int32_t, int32_t)>& copy);
+  bool has_pending_copies() const { return !pending_copies_.empty(); }
 
   // Caches the request's full blocks among its first `num_tokens` tokens (`tokens` = all its tokens so far).
   void CacheFullBlocks(RequestId id, std::span<const int32_t> tokens, int32_t num_tokens, uint64_t salt = 0,
                        int32_t int8_from = -1);
 
-  // Releases all of a request's blocks (finish, cancel, preemption). Unknown ids are ignored.
+  // Releases all of a request's blocks (finish, cancel, preemption); its partly filled last block stays findable
+  // as a tail (GetComputedBlocks) until it is handed out again. Unknown ids are ignored.
   void Free(RequestId id);
 
   // The request's block table (valid until its next AllocateSlots or Free); entries behind a sliding window are
@@ -100,7 +116,20 @@ class KVCacheManager {
     int32_t state_slot = -1;
     std::vector<int32_t> blocks;
     std::vector<BlockHash> hashes;  // of its first hashes.size() full blocks, chained
+    // Its partly filled last block as of the last CacheFullBlocks: the block (-1: none), the tokens of its computed
+    // slots, the key of the prefix before it and its int8 offset (Block), for Free to index it as a tail.
+    int32_t tail_block = -1;
+    std::vector<int32_t> tail_tokens;
+    uint64_t tail_parent_key = 0;
+    int32_t tail_int8_offset = 0;
   };
+  // The key under which the blocks following a prefix are indexed (BlockPool::Children): the prefix's last block's
+  // hash, or for the first block a key of the adapter alone.
+  static uint64_t ParentKey(const std::optional<BlockHash>& parent, uint64_t salt);
+  // The longest start of a block indexed under `parent_key` that holds tokens[start...] (at most max_tokens of them)
+  // computed by the formulas this request would use (int8_from); sets computed->tail_*.
+  void FindTail(std::span<const int32_t> tokens, int32_t start, int32_t max_tokens, uint64_t parent_key,
+                int32_t int8_from, ComputedBlocks* computed) const;
   // Releases the blocks of `req` wholly before position num_computed_tokens - sliding_window + 1 (the first
   // position the next token attends to).
   void ReleaseBehindWindow(RequestBlocks& req, int32_t num_computed_tokens);
@@ -109,6 +138,7 @@ class KVCacheManager {
   StateSlotPool state_pool_;
   int32_t sliding_window_ = 0;
   std::unordered_map<RequestId, RequestBlocks> requests_;
+  std::vector<std::pair<int32_t, int32_t>> pending_copies_;  // {held source, destination}
   KVCacheStats stats_;
 };
 

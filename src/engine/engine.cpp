@@ -204,6 +204,8 @@ std::vector<RequestOutput> Engine::Step() {
   if (drafter_ != nullptr) ProposeWithDraftModel();
   const auto step_start = std::chrono::steady_clock::now();
   const SchedulerOutput out = scheduler_.Schedule();
+  // Prompts that go on as a block seen before did start from a copy of that block's computed slots.
+  kv_manager_.RunPendingCopies([&](int32_t src, int32_t dst) { kv_storage_.CopyBlock(src, dst); });
   const bool decode_only =
       !out.empty() && std::all_of(out.scheduled.begin(), out.scheduled.end(), [](const ScheduledRequest& s) {
         return s.num_computed_tokens >= s.request->num_prompt_tokens;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace parallm {
@@ -177,6 +178,30 @@ TEST(BlockPool, NoCachingWithoutPrefixCaching) {
   pool.CheckIntegrity();
   EXPECT_EQ(pool.num_cached_blocks(), 0);
   EXPECT_FALSE(pool.Lookup(h, Tokens(0)).has_value());
+}
+
+// Cached blocks and tails are indexed as children of their prefix, found by that prefix and their first token, and
+// leave the index when they are handed out again.
+TEST(BlockPool, ChildrenAreFoundByPrefixAndFirstTokenUntilHandedOut) {
+  BlockPool pool(4, 4, true);
+  EXPECT_EQ(pool.Allocate(2), (Ids{0, 1}));
+  pool.Cache(0, BlockHash{5}, Ids{7, 8, 9, 10}, /*parent_key=*/42, /*int8_offset=*/4);
+  pool.Free(Ids{1});
+  pool.CacheTail(1, 42, Ids{7, 3}, 0);
+  pool.CheckIntegrity();
+  std::vector<int32_t> both = pool.Children(42, 7);
+  std::sort(both.begin(), both.end());
+  EXPECT_EQ(both, (Ids{0, 1}));
+  EXPECT_TRUE(pool.Children(42, 8).empty());
+  EXPECT_TRUE(pool.Children(43, 7).empty());
+  EXPECT_EQ(pool.block(0).int8_offset, 4);
+  EXPECT_EQ(pool.block(1).tokens, (Ids{7, 3}));
+  // The free queue: 2, 3, then the tail.
+  EXPECT_EQ(pool.Allocate(3), (Ids{2, 3, 1}));
+  pool.CheckIntegrity();
+  EXPECT_EQ(pool.Children(42, 7), (Ids{0}));
+  EXPECT_FALSE(pool.block(1).is_child);
+  EXPECT_TRUE(pool.block(1).tokens.empty());
 }
 
 TEST(BlockPoolDeathTest, CheckIntegrityCatchesBrokenRefCounts) {

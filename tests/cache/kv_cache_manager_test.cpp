@@ -29,11 +29,23 @@ Ids Table(const KVCacheManager& m, RequestId id) {
   return Ids(t.begin(), t.end());
 }
 
-// What the scheduler does for a new request: look up its prefix, allocate the rest, cache its full blocks.
+using Copies = std::vector<std::pair<int32_t, int32_t>>;
+
+// Runs the pending tail copies as the engine does, returning them.
+Copies RunCopies(KVCacheManager& m) {
+  Copies done;
+  m.RunPendingCopies([&](int32_t src, int32_t dst) { done.emplace_back(src, dst); });
+  m.CheckIntegrity();
+  return done;
+}
+
+// What the scheduler and the engine do for a new request: look up its prefix, allocate the rest, copy a tail,
+// cache its full blocks.
 bool Admit(KVCacheManager& m, RequestId id, const std::vector<int32_t>& prompt) {
   ComputedBlocks cb = m.GetComputedBlocks(prompt);
   const int32_t n = static_cast<int32_t>(prompt.size());
   if (!m.AllocateSlots(id, cb.num_tokens, n - cb.num_tokens, cb)) return false;
+  RunCopies(m);
   m.CacheFullBlocks(id, prompt, n);
   m.CheckIntegrity();
   return true;
@@ -55,11 +67,18 @@ TEST(KVCacheManager, PrefixCacheScenario) {
   EXPECT_EQ(Table(m, 1), (Ids{0, 1, 2}));
   EXPECT_EQ(m.pool().num_cached_blocks(), 3);
 
-  // A again: hit; the last block is recomputed so the last token yields logits.
+  // A again: hit. The last token must run to yield logits: its block is given back and found again as a tail of all
+  // but that token, copied into a fresh block (block 2 is held until the copy has run).
   cb = m.GetComputedBlocks(a);
   EXPECT_EQ(cb.block_ids, (Ids{0, 1}));
-  EXPECT_EQ(cb.num_tokens, 8);
-  ASSERT_TRUE(m.AllocateSlots(2, 8, 4, cb));
+  EXPECT_EQ(cb.tail_block, 2);
+  EXPECT_EQ(cb.tail_tokens, 3);
+  EXPECT_EQ(cb.num_tokens, 11);
+  ASSERT_TRUE(m.AllocateSlots(2, 11, 1, cb));
+  m.CheckIntegrity();
+  EXPECT_EQ(m.pool().block(2).ref_count, 2);
+  EXPECT_EQ(RunCopies(m), (Copies{{2, 3}}));
+  EXPECT_EQ(m.pool().block(2).ref_count, 1);
   m.CacheFullBlocks(2, a, 12);
   m.CheckIntegrity();
   EXPECT_EQ(Table(m, 2), (Ids{0, 1, 3}));
@@ -88,13 +107,16 @@ TEST(KVCacheManager, PrefixCacheScenario) {
   EXPECT_EQ(m.pool().FreeQueueIds(), (Ids{8, 9, 10, 11, 12, 13, 14, 15, 2}));
   EXPECT_EQ(m.pool().block(0).ref_count, 2);
 
-  // A's prompt once more: hit.
+  // A's prompt once more: hit, its tail from the free block 2, which goes back to the queue's end after the copy.
   cb = m.GetComputedBlocks(a);
   EXPECT_EQ(cb.block_ids, (Ids{0, 1}));
-  ASSERT_TRUE(m.AllocateSlots(5, 8, 4, cb));
+  EXPECT_EQ(cb.tail_block, 2);
+  ASSERT_TRUE(m.AllocateSlots(5, 11, 1, cb));
+  EXPECT_EQ(RunCopies(m), (Copies{{2, 8}}));
   m.CacheFullBlocks(5, a, 12);
   m.CheckIntegrity();
   EXPECT_EQ(Table(m, 5), (Ids{0, 1, 8}));
+  EXPECT_EQ(m.pool().FreeQueueIds(), (Ids{9, 10, 11, 12, 13, 14, 15, 2}));
 
   const KVCacheStats& s = m.stats();
   EXPECT_EQ(s.queries, 5);
@@ -102,7 +124,8 @@ TEST(KVCacheManager, PrefixCacheScenario) {
   EXPECT_EQ(s.partial_hits, 1);
   EXPECT_EQ(s.misses, 2);
   EXPECT_EQ(s.query_tokens, 60);
-  EXPECT_EQ(s.hit_tokens, 24);
+  EXPECT_EQ(s.hit_tokens, 11 + 8 + 11);
+  EXPECT_EQ(s.tail_hits, 2);
   EXPECT_EQ(s.blocks_allocated, 9);
   EXPECT_EQ(s.blocks_shared, 6);
   EXPECT_EQ(m.num_free_blocks(), 16 - 8);  // 9 handed out, block 2 freed with A
@@ -141,6 +164,81 @@ TEST(KVCacheManager, BlocksPastTheInt8PositionAreKeyedApart) {
   EXPECT_EQ(m.GetComputedBlocks(all, 0, 9).block_ids, (Ids{0, 1, 2}));
   // One formula for all (-1): no marks, so nothing past position 8 matches the marked blocks either.
   EXPECT_EQ(m.GetComputedBlocks(next_turn).block_ids, (Ids{0, 1}));
+}
+
+// A request's partly filled last block stays findable after it ends: a prompt that goes on the same way copies its
+// computed slots (at most all but the prompt's last token) instead of computing them, until the block is handed out.
+TEST(KVCacheManager, TailOfAFreedRequestIsCopied) {
+  KVCacheManager m(8, kBlockSize, true);
+  const std::vector<int32_t> a = Range(1, 10);  // blocks [1..4] [5..8], then 9, 10 in block 2
+  ASSERT_TRUE(Admit(m, 1, a));
+  EXPECT_EQ(m.GetComputedBlocks(a).tail_block, -1);  // still running: its last block is being written
+  m.Free(1);
+  m.CheckIntegrity();
+  EXPECT_TRUE(m.pool().block(2).is_child);
+  EXPECT_EQ(m.pool().block(2).tokens, (Ids{9, 10}));
+
+  // The same prompt: everything but its last token.
+  ComputedBlocks cb = m.GetComputedBlocks(a);
+  EXPECT_EQ(cb.block_ids, (Ids{0, 1}));
+  EXPECT_EQ(cb.tail_block, 2);
+  EXPECT_EQ(cb.tail_tokens, 1);
+  EXPECT_EQ(cb.num_tokens, 9);
+  // A longer prompt through both tokens; one that differs after the first.
+  EXPECT_EQ(m.GetComputedBlocks(Concat(a, {11, 12, 13})).num_tokens, 10);
+  EXPECT_EQ(m.GetComputedBlocks(Concat(Range(1, 9), {77, 78})).num_tokens, 9);
+  // Another adapter never finds it.
+  EXPECT_EQ(m.GetComputedBlocks(Concat(a, {11}), 5).num_tokens, 0);
+
+  ASSERT_TRUE(Admit(m, 2, Concat(a, {11, 12, 13})));
+  EXPECT_EQ(Table(m, 2), (Ids{0, 1, 3, 4}));
+  EXPECT_EQ(m.stats().tail_hits, 4);
+  // Handed out again (last of the free queue: 5, 6, 7, then 2), a tail is gone.
+  ASSERT_TRUE(m.AllocateSlots(3, 0, 16));
+  m.CheckIntegrity();
+  EXPECT_FALSE(m.pool().block(2).is_child);
+  // What is left is request 2's third block, full and cached: its start serves as a tail too.
+  EXPECT_EQ(m.GetComputedBlocks(a).tail_block, 3);
+  m.Free(2);
+  ASSERT_TRUE(m.AllocateSlots(4, 0, 8));  // hands out the rest: 4, then 3
+  EXPECT_EQ(m.GetComputedBlocks(a).tail_block, -1);
+  m.CheckIntegrity();
+}
+
+// A prompt with no full block finds a tail too (keyed by its adapter alone), and a request cancelled before its tail
+// was copied lets the source go.
+TEST(KVCacheManager, ShortTailAndACopyThatNeverRan) {
+  KVCacheManager m(8, kBlockSize, true);
+  ASSERT_TRUE(Admit(m, 1, {5, 6, 7}));
+  m.Free(1);
+  ComputedBlocks cb = m.GetComputedBlocks(Ids{5, 6, 7});
+  EXPECT_TRUE(cb.block_ids.empty());
+  EXPECT_EQ(cb.tail_block, 0);
+  EXPECT_EQ(cb.num_tokens, 2);
+  ASSERT_TRUE(m.AllocateSlots(2, 2, 1, cb));
+  EXPECT_TRUE(m.has_pending_copies());
+  m.CheckIntegrity();
+  EXPECT_EQ(m.pool().block(0).ref_count, 1);
+  m.Free(2);  // cancelled before the step ran
+  m.CheckIntegrity();
+  EXPECT_FALSE(m.has_pending_copies());
+  EXPECT_EQ(m.pool().block(0).ref_count, 0);
+  EXPECT_EQ(m.num_free_blocks(), 8);
+}
+
+// Where prompts take MatMul's bf16 formula, a tail's slots are reused only where the new prompt would compute them
+// with the same formula: int8 from the same slot of the block.
+TEST(KVCacheManager, TailsFollowTheFormula) {
+  KVCacheManager m(16, kBlockSize, true);
+  const std::vector<int32_t> a = Range(1, 10);  // int8 from position 8: block 2's slots all int8
+  ASSERT_TRUE(m.AllocateSlots(1, 0, 10));
+  m.CacheFullBlocks(1, a, 10, 0, 8);
+  m.Free(1);
+  m.CheckIntegrity();
+  EXPECT_EQ(m.pool().block(2).int8_offset, 0);
+  EXPECT_EQ(m.GetComputedBlocks(a, 0, 8).num_tokens, 9);              // the same request again
+  EXPECT_EQ(m.GetComputedBlocks(Concat(a, Range(50, 6)), 0, 12).num_tokens, 8);  // bf16 through slot 3 now
+  EXPECT_EQ(m.GetComputedBlocks(Concat(a, Range(50, 6)), 0, 8).num_tokens, 10);
 }
 
 TEST(KVCacheManager, ShortPromptIsAMiss) {

@@ -1,5 +1,6 @@
 // Seeded randomized test of KVCacheManager: thousands of admissions, chunked growth, frees, forks and
-// preemptions against a shadow of the KV memory, so every prefix hit is checked to hold the right tokens.
+// preemptions against a shadow of the KV memory, so every prefix hit (whole blocks and tails) is checked to hold the
+// right tokens.
 #include "cache/kv_cache_manager.h"
 
 #include <gtest/gtest.h>
@@ -95,6 +96,7 @@ class Harness {
       // Writing into a shared or cached block would corrupt other requests' prefixes.
       ASSERT_EQ(b.ref_count, 1) << "write into shared block " << b.id;
       ASSERT_FALSE(b.hash.has_value()) << "write into cached block " << b.id;
+      ASSERT_FALSE(b.is_child) << "write into an indexed block " << b.id;
       shadow_[static_cast<size_t>(b.id)][static_cast<size_t>(pos % kStressBlockSize)] = req.tokens[static_cast<size_t>(pos)];
     }
     req.num_computed += n;
@@ -121,8 +123,15 @@ class Harness {
     std::vector<int32_t> tail = RandomTokens(Uniform(1, 12));
     req.tokens.insert(req.tokens.end(), tail.begin(), tail.end());
     ComputedBlocks cb = m_.GetComputedBlocks(req.tokens);
-    ASSERT_EQ(cb.num_tokens, static_cast<int32_t>(cb.block_ids.size()) * kStressBlockSize);
+    const int32_t full = static_cast<int32_t>(cb.block_ids.size()) * kStressBlockSize;
+    ASSERT_EQ(cb.num_tokens, full + cb.tail_tokens);
+    ASSERT_LT(cb.tail_tokens, kStressBlockSize);
+    ASSERT_EQ(cb.tail_block >= 0, cb.tail_tokens > 0);
     ASSERT_LT(cb.num_tokens, static_cast<int32_t>(req.tokens.size()));
+    // And token by token: the tail's first slots hold the prompt's next tokens.
+    for (int32_t j = 0; j < cb.tail_tokens; ++j)
+      ASSERT_EQ(shadow_[static_cast<size_t>(cb.tail_block)][static_cast<size_t>(j)],
+                req.tokens[static_cast<size_t>(full + j)]);
     // The heart of prefix caching: the blocks found hold exactly the prompt's tokens.
     for (size_t i = 0; i < cb.block_ids.size(); ++i) {
       for (int32_t j = 0; j < kStressBlockSize; ++j) {
@@ -139,6 +148,13 @@ class Harness {
     }
     ++num_admitted_;
     MarkFresh(id, 0, cb.block_ids.size());
+    // The engine copies a tail right after scheduling (every slot of the block, as PagedKvStorage::CopyBlock does).
+    EXPECT_EQ(m_.has_pending_copies(), cb.tail_block >= 0);
+    m_.CheckIntegrity();
+    m_.RunPendingCopies([&](int32_t src, int32_t dst) {
+      ASSERT_EQ(dst, m_.BlockTable(id)[cb.block_ids.size()]);
+      shadow_[static_cast<size_t>(dst)] = shadow_[static_cast<size_t>(src)];
+    });
     req.num_computed = cb.num_tokens;
     Compute(id, req, chunk);
     live_.emplace(id, std::move(req));
@@ -213,6 +229,7 @@ TEST(KVCacheManagerStress, RandomOperationsKeepInvariants) {
     EXPECT_GT(s.hits, 0);
     EXPECT_GT(s.partial_hits, 0);
     EXPECT_GT(s.blocks_shared, 0);
+    EXPECT_GT(s.tail_hits, 0);
     EXPECT_GT(h.num_forks(), 0);
     EXPECT_GT(h.num_preempted(), 0);
     EXPECT_GT(h.num_admitted(), 1000);

@@ -299,17 +299,56 @@ TEST(Engine, PrefixCacheScenario) {
   Completion first = run(a);
   EXPECT_EQ(first.cached_tokens, 0);
   Completion again = run(a);
-  EXPECT_EQ(again.cached_tokens, 64);  // 5 full blocks of 16 = 80 tokens; the last block recomputes its last token
+  // 5 full blocks of 16 = 80 tokens: 4 shared, and the last one's first 15 tokens copied (its last token must run).
+  EXPECT_EQ(again.cached_tokens, 79);
   EXPECT_EQ(again.ids(), first.ids());
   Completion other = run(b);
   EXPECT_EQ(other.cached_tokens, 0);
   Completion back = run(a);
-  EXPECT_EQ(back.cached_tokens, 64);
+  EXPECT_EQ(back.cached_tokens, 79);
   EXPECT_EQ(back.ids(), first.ids());
   const KVCacheStats& s = llm.engine().kv_manager().stats();
   EXPECT_EQ(s.misses, 2);
   EXPECT_EQ(s.hits, 2);
-  EXPECT_EQ(s.hit_tokens, 128);
+  EXPECT_EQ(s.tail_hits, 2);
+  EXPECT_EQ(s.hit_tokens, 158);
+}
+
+// A prompt seen before computes only its last token: its blocks' slots come from the cache (the partly filled last one
+// copied, with int8's scales), and what it generates equals a cold engine's, token and logprob, in every cache type.
+// Prompts that go on past the first one's end, or leave it partway through its last block, likewise.
+TEST(Engine, RepeatedPromptComputesOneTokenAndEqualsAColdRun) {
+  testing::TinyModelOptions o;
+  o.arch = Arch::kQwen2;
+  o.gguf_type = DType::kQ8_0;
+  const std::vector<int32_t> base = RandomPrompts(1, 45, 45, 512, 23)[0];  // 2 blocks of 16 and 13 tokens
+  const std::vector<int32_t> shorter(base.begin(), base.begin() + 40);
+  SamplingParams p;
+  p.max_tokens = 6;
+  p.ignore_eos = true;
+  p.logprobs = 3;
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}) {
+    SCOPED_TRACE(KvDtypeName(dtype));
+    EngineConfig c = SmallConfig();
+    c.kv_cache_dtype = dtype;
+    LLM warm(testing::TinyModel(o, "tail-warm-" + std::string(KvDtypeName(dtype))), c);
+    auto first = warm.Generate({base}, {p});
+    ASSERT_TRUE(first.ok());
+    // The conversation so far and one more token: through the first run's third block, now full.
+    std::vector<int32_t> longer = base;
+    longer.insert(longer.end(), (*first)[0].ids().begin(), (*first)[0].ids().begin() + 3);
+    longer.push_back(7);
+    for (const std::vector<int32_t>& prompt : {base, longer, shorter}) {
+      auto got = warm.Generate({prompt}, {p});
+      LLM cold(testing::TinyModel(o, "tail-cold-" + std::string(KvDtypeName(dtype))), c);
+      auto want = cold.Generate({prompt}, {p});
+      ASSERT_TRUE(got.ok() && want.ok());
+      // The first run computed 45 + 5 tokens: all but the prompt's last are found, up to 50.
+      const int32_t n = static_cast<int32_t>(prompt.size());
+      EXPECT_EQ((*got)[0].cached_tokens, std::min(n - 1, 50)) << n;
+      ExpectSameTokensAndTopLogprobs(*got, *want, 3);
+    }
+  }
 }
 
 // A conversation's next turn (the first prompt, its answer, a new question) on a warm engine equals a cold run, token
@@ -334,7 +373,10 @@ TEST(Engine, NextTurnOnACachedConversationEqualsAColdRun) {
   LLM cold(testing::TinyModel(o, "turns-cold"), SmallConfig());
   auto want = cold.Generate({next}, {p});
   ASSERT_TRUE(again.ok() && want.ok());
-  EXPECT_EQ((*again)[0].cached_tokens, warm.engine().model().PromptsTakeBf16() ? 64 : 96);
+  // One formula: the first prompt and every answer token but the last (whose K/V was never computed), the last 13 of
+  // them copied from the first request's last block. Where prompts take the bf16 formula, blocks wholly before its
+  // int8 position only.
+  EXPECT_EQ((*again)[0].cached_tokens, warm.engine().model().PromptsTakeBf16() ? 64 : 70 + 39);
   EXPECT_EQ((*want)[0].cached_tokens, 0);
   EXPECT_EQ((*again)[0].ids(), (*want)[0].ids());
   for (size_t i = 0; i < (*want)[0].ids().size(); ++i) {
@@ -378,7 +420,8 @@ TEST(Engine, SharedSystemPromptIsComputedOnce) {
       EXPECT_EQ((*a)[i].cached_tokens, 0);
       saved += (*b)[i].cached_tokens;
       if (round == 1) {
-        EXPECT_EQ((*b)[i].cached_tokens, 272) << i;  // 17 full blocks of the 286-token prefix
+        // 17 full blocks of the 286-token prefix, and its last 14 tokens from the start of a block that followed them
+        EXPECT_EQ((*b)[i].cached_tokens, 286) << i;
       }
     }
   }

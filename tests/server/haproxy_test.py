@@ -178,8 +178,9 @@ def test_chat_affinity(replicas):
                 seen.setdefault(s, []).append((replica, out["usage"]["prompt_tokens_details"]["cached_tokens"]))
         for s, answers in seen.items():
             assert len({replica for replica, _ in answers}) == 1, (s, answers)
-            # After the first question the system prompt's blocks come from that replica's cache.
-            assert answers[0][1] == 0 and all(cached >= 16 * (len(systems[s]) // 16 - 1) for _, cached in answers[1:]), \
+            # After the first question the system prompt's blocks come from that replica's cache. The first finds at
+            # most the chat template's opening tokens, which every family's first message shares.
+            assert answers[0][1] < 16 and all(cached >= 16 * (len(systems[s]) // 16 - 1) for _, cached in answers[1:]), \
                 (s, answers)
         print(f"     chat: each system prompt on one replica {[a[0][0] for a in seen.values()]}, "
               f"cached tokens per question {[[c for _, c in a] for a in seen.values()]}")

@@ -155,7 +155,8 @@ SsmStateShape Model::StateShape(int num_slots) const {
 
 namespace {
 
-void Resize(std::vector<float>& v, int64_t n) {
+template <class Allocator>
+void Resize(std::vector<float, Allocator>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 

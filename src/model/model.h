@@ -13,6 +13,7 @@
 #include "model/mamba_mixer.h"
 #include "model/moe.h"
 #include "model/lora_apply.h"
+#include "util/cache_line_allocator.h"
 #include "util/thread_pool.h"
 
 namespace parallm {
@@ -94,7 +95,11 @@ class Model {
   // [3][num_tokens][rotary_dim], computed once a step rather than once a layer.
   std::vector<float> rope_cs_;
   // Scratch, sized per call to the batch: [num_tokens, width] each.
-  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;
+  // A step's activations: rows that threads write side by side (attention's output a KV head's query heads each,
+  // the products a range of columns each) start on a cache line, so no line is written by two cores.
+  template <class T>
+  using Rows = std::vector<T, CacheLineAllocator<T>>;
+  Rows<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;
   std::vector<int32_t> token_seq_;  // sequence index of each token
   // The step's rows that take MatMul's bf16 formula in the attention and dense MLP projections (where
   // Bf16RowsEnabled()): each sequence's prompt positions below Bf16PromptEnd (PromptRows).
@@ -106,7 +111,7 @@ class Model {
   // Mixture-of-experts scratch: router logits [num_tokens, n_experts], the routing, the assignments' inputs and
   // outputs in grouped order [num_tokens * top_k, hidden] and gate/up [num_tokens * top_k, expert_ffn], the shared
   // expert's output [num_tokens, hidden] and gate values [num_tokens].
-  std::vector<float> router_logits_, moe_y_, moe_gate_, moe_up_, xs_, shared_scale_;
+  Rows<float> router_logits_, moe_y_, moe_gate_, moe_up_, xs_, shared_scale_;
   ExpertRouting routing_;
   MambaScratch mamba_;
   std::vector<MatMulGroupOut> expert_products_;  // a sparse layer's per-expert products (gate and up, then down)

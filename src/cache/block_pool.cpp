@@ -142,6 +142,11 @@ void BlockPool::Index(Block& b, uint64_t parent_key, int32_t int8_offset) {
   children_.emplace(ChildKey(parent_key, b.tokens.front()), b.id);
 }
 
+std::pair<BlockPool::ChildIndex::const_iterator, BlockPool::ChildIndex::const_iterator> BlockPool::ChildEntries(
+    const Block& b) const {
+  return children_.equal_range(ChildKey(b.parent_key, b.tokens.front()));
+}
+
 std::vector<int32_t> BlockPool::Children(uint64_t parent_key, int32_t first_token) const {
   std::vector<int32_t> ids;
   auto [first, last] = children_.equal_range(ChildKey(parent_key, first_token));
@@ -162,7 +167,7 @@ void BlockPool::Free(std::span<const int32_t> ids) {
 
 void BlockPool::Evict(Block& b) {
   if (b.is_child) {
-    auto [first, last] = children_.equal_range(ChildKey(b.parent_key, b.tokens.front()));
+    auto [first, last] = ChildEntries(b);
     auto it = std::find_if(first, last, [&](const auto& entry) { return entry.second == b.id; });
     PARALLM_CHECK_MSG(it != last, "indexed block missing from the children index");
     children_.erase(it);
@@ -200,14 +205,15 @@ void BlockPool::CheckIntegrity() const {
     }
     if (b.is_child) {
       ++num_children;
-      auto [first, last] = children_.equal_range(ChildKey(b.parent_key, b.tokens.front()));
+      auto [first, last] = ChildEntries(b);
       PARALLM_CHECK_MSG(std::count_if(first, last, [&](const auto& entry) { return entry.second == b.id; }) == 1,
                         (where + ": indexed as a child but not once under its parent").c_str());
       PARALLM_CHECK_MSG(b.int8_offset >= 0 && b.int8_offset <= block_size_, where.c_str());
     }
   }
   PARALLM_CHECK_MSG(num_hashed == static_cast<int32_t>(cached_.size()), "cache index has entries without blocks");
-  PARALLM_CHECK_MSG(num_children == static_cast<int32_t>(children_.size()), "children index has entries without blocks");
+  PARALLM_CHECK_MSG(num_children == static_cast<int32_t>(children_.size()),
+                    "children index has entries without blocks");
   for (const auto& [hash, id] : cached_) {
     PARALLM_CHECK_MSG(id >= 0 && id < num_blocks(), "cache index names a block out of range");
     PARALLM_CHECK_MSG(block(id).hash == hash, "cache index disagrees with the block's hash");

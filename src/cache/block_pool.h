@@ -1,6 +1,7 @@
 // BlockPool: every KV block of the model's PagedKvStorage, their reference counts, the prefix-cache index
-// (BlockHash -> block, and parent prefix -> the blocks that follow it) and the free-block queue. A freed block keeps its cached content until it is reused;
-// the queue hands out least recently freed blocks first (LRU eviction of cached prefixes).
+// (BlockHash -> block, and parent prefix -> the blocks that follow it) and the free-block queue. A freed block keeps
+// its cached content until it is reused; the queue hands out least recently freed blocks first (LRU eviction of cached
+// prefixes).
 #pragma once
 
 #include <cstdint>
@@ -93,14 +94,16 @@ class BlockPool {
   void Evict(Block& b);  // out of both indexes: the block is about to be written
   void Index(Block& b, uint64_t parent_key, int32_t int8_offset);  // b.tokens set first
   static uint64_t ChildKey(uint64_t parent_key, int32_t first_token);
+  using ChildIndex = std::unordered_multimap<uint64_t, int32_t>;
+  // The entries of b's key in the children index (b's own among them when b.is_child).
+  std::pair<ChildIndex::const_iterator, ChildIndex::const_iterator> ChildEntries(const Block& b) const;
 
   int32_t block_size_;
   bool enable_prefix_caching_;
   std::vector<Block> blocks_;
   FreeBlockQueue free_;
   std::unordered_map<BlockHash, int32_t> cached_;  // content hash -> block id
-  // ChildKey(parent key, first token) -> block id, for every Block::is_child.
-  std::unordered_multimap<uint64_t, int32_t> children_;
+  ChildIndex children_;  // ChildKey(parent key, first token) -> block id, for every Block::is_child
 };
 
 }  // namespace parallm

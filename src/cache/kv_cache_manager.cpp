@@ -42,17 +42,23 @@ void KVCacheManager::ReleaseBehindWindow(RequestBlocks& req, int32_t num_compute
 
 namespace {
 
-// Block i's hash mark (GetComputedBlocks' int8_from): 0 for a block wholly before int8_from, else 1 + the offset of
-// int8_from in the block (1 when the block starts at or after it).
-uint32_t FormulaMark(int32_t i, int32_t bs, int32_t int8_from) {
-  if (int8_from < 0 || (i + 1) * bs <= int8_from) return 0;
-  return static_cast<uint32_t>(1 + std::max(0, int8_from - i * bs));
-}
-
 // Block i's first slot computed by the int8 formula (Block::int8_offset): bs for a block wholly before int8_from, 0
 // with one formula for all (int8_from < 0).
 int32_t Int8Offset(int32_t i, int32_t bs, int32_t int8_from) {
   return int8_from < 0 ? 0 : std::clamp(int8_from - i * bs, 0, bs);
+}
+
+// Block i's hash mark (GetComputedBlocks' int8_from): 0 for a block wholly before int8_from (or with one formula for
+// all), else 1 + its int8 offset (1 when the block starts at or after int8_from).
+uint32_t FormulaMark(int32_t i, int32_t bs, int32_t int8_from) {
+  const int32_t offset = Int8Offset(i, bs, int8_from);
+  return int8_from < 0 || offset == bs ? 0 : static_cast<uint32_t>(1 + offset);
+}
+
+// The hash of block i's parent among a chain's hashes (none for the first block).
+std::optional<BlockHash> ParentOf(const std::vector<BlockHash>& hashes, int32_t i) {
+  if (i == 0) return std::nullopt;
+  return hashes[static_cast<size_t>(i - 1)];
 }
 
 }  // namespace
@@ -91,9 +97,7 @@ ComputedBlocks KVCacheManager::GetComputedBlocks(std::span<const int32_t> tokens
   if (pool_.prefix_caching()) {
     for (int32_t i = 0; i < num_full; ++i) {
       std::span<const int32_t> block_tokens = tokens.subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
-      std::optional<BlockHash> parent;
-      if (i > 0) parent = hashes.back();
-      BlockHash hash = HashBlockTokens(parent, block_tokens, salt, FormulaMark(i, bs, int8_from));
+      BlockHash hash = HashBlockTokens(ParentOf(hashes, i), block_tokens, salt, FormulaMark(i, bs, int8_from));
       std::optional<int32_t> id = pool_.Lookup(hash, block_tokens);
       if (!id) break;
       computed.block_ids.push_back(*id);
@@ -116,11 +120,10 @@ ComputedBlocks KVCacheManager::GetComputedBlocks(std::span<const int32_t> tokens
     hashes.pop_back();
   }
   const int32_t start = static_cast<int32_t>(computed.block_ids.size()) * bs;
-  if (pool_.prefix_caching()) {
-    std::optional<BlockHash> parent;
-    if (!hashes.empty()) parent = hashes.back();
-    const int32_t max_tail = std::min(bs - 1, num_tokens - start - 1);
-    if (max_tail > 0) FindTail(tokens, start, max_tail, ParentKey(parent, salt), int8_from, &computed);
+  const int32_t max_tail = std::min(bs - 1, num_tokens - start - 1);
+  if (pool_.prefix_caching() && max_tail > 0) {
+    const std::optional<BlockHash> parent = ParentOf(hashes, static_cast<int32_t>(hashes.size()));
+    FindTail(tokens, start, max_tail, ParentKey(parent, salt), int8_from, &computed);
   }
   computed.num_tokens = start + computed.tail_tokens;
   stats_.hit_tokens += computed.num_tokens;
@@ -199,8 +202,7 @@ void KVCacheManager::CacheFullBlocks(RequestId id, std::span<const int32_t> toke
   const int32_t num_full = std::min(num_tokens / bs, static_cast<int32_t>(req.blocks.size()));
   for (int32_t i = static_cast<int32_t>(req.hashes.size()); i < num_full; ++i) {
     std::span<const int32_t> block_tokens = tokens.subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
-    std::optional<BlockHash> parent;
-    if (i > 0) parent = req.hashes[static_cast<size_t>(i - 1)];
+    const std::optional<BlockHash> parent = ParentOf(req.hashes, i);
     BlockHash hash = HashBlockTokens(parent, block_tokens, salt, FormulaMark(i, bs, int8_from));
     // A released block was cached before it fell behind the window; only its hash is still needed (the chain).
     if (req.blocks[static_cast<size_t>(i)] != kNoBlock)
@@ -214,11 +216,9 @@ void KVCacheManager::CacheFullBlocks(RequestId id, std::span<const int32_t> toke
   const int32_t tail_start = num_full * bs;
   if (num_tokens > tail_start && num_full == static_cast<int32_t>(req.hashes.size()) &&
       num_full < static_cast<int32_t>(req.blocks.size()) && req.blocks[static_cast<size_t>(num_full)] != kNoBlock) {
-    std::optional<BlockHash> parent;
-    if (num_full > 0) parent = req.hashes[static_cast<size_t>(num_full - 1)];
     req.tail_block = req.blocks[static_cast<size_t>(num_full)];
     req.tail_tokens.assign(tokens.begin() + tail_start, tokens.begin() + num_tokens);
-    req.tail_parent_key = ParentKey(parent, salt);
+    req.tail_parent_key = ParentKey(ParentOf(req.hashes, num_full), salt);
     req.tail_int8_offset = Int8Offset(num_full, bs, int8_from);
   }
 }
@@ -240,11 +240,7 @@ void KVCacheManager::Free(RequestId id) {
   pool_.Free(blocks);
   // Its partly filled last block keeps its computed slots until handed out again: a later prompt that goes on the
   // same way copies them instead of computing them.
-  if (req.tail_block >= 0) {
-    const Block& b = pool_.block(req.tail_block);
-    if (b.ref_count == 0 && !b.hash && !b.is_child)
-      pool_.CacheTail(req.tail_block, req.tail_parent_key, req.tail_tokens, req.tail_int8_offset);
-  }
+  if (req.tail_block >= 0) pool_.CacheTail(req.tail_block, req.tail_parent_key, req.tail_tokens, req.tail_int8_offset);
   if (req.state_slot >= 0) state_pool_.Free(req.state_slot);
   requests_.erase(it);
 }

@@ -464,7 +464,8 @@ PARALLM_INLINE void TransposeRows(V (&r)[W]) {
 }
 
 // The tile's key rows k[i], decoded to f32 and transposed: kt[d * W + i] = dim d of row i (D <= kMaxDecodedDim).
-// Whole vectors of dims go through registers, W rows at a time; the tail dims (head_dim not a multiple of W) one by one.
+// Whole vectors of dims go through registers, W rows at a time; the tail dims (head_dim not a multiple of W) one by
+// one.
 template <class T>
 PARALLM_INLINE void TransposeKeyTile(const T* const (&k)[W], int D, float* kt) {
   const int vec_d = D / W * W;

@@ -22,7 +22,7 @@
 // heads, head_dim 64 (/3b: Llama 3.2 3B's 24 / 8 heads, head_dim 128), blocks of 16 positions; keys and values in f32,
 // or stored as f16, bf16 or int8 (--kv-cache-dtype).
 // PagedAttentionPrefill/...: a prefill chunk's tokens one by one, in runs (PagedAttentionTokens), or as a prompt's
-// bf16 rows on AMX tiles (PromptAttention, amx-bf16/...).
+// bf16 rows (PromptAttention, bf16/...: on AMX tiles, or as AVX512-BF16 pairs where there is no AMX).
 //
 // GatedMlp/<q8_0|q4_0|mlx4g64>/<fused|parts>/tokens:<n>/threads:<t> (AMX-BF16 machines only): a dense gated MLP's
 // prompt rows on the bf16 formula, gate and up 4864 x 896 and down 896 x 4864, as GatedMlpBf16 makes them or as its
@@ -460,9 +460,9 @@ void RegisterAttention() {
 }
 
 // PagedAttentionPrefill/<isa>[/f16|/bf16|/int8]/ctx:<n_ctx>/tokens:<n>/<alone|runs>, and
-// PagedAttentionPrefill/amx-bf16[/f16|/bf16|/int8]/ctx:<n_ctx>/tokens:<n>/prompt: see BM_PagedAttentionPrefill.
+// PagedAttentionPrefill/bf16[/f16|/bf16|/int8]/ctx:<n_ctx>/tokens:<n>/prompt: see BM_PagedAttentionPrefill.
 void RegisterPrefillAttention() {
-  const std::pair<int, const char*> widths[] = {{16, "avx512"}, {8, "avx2"}, {4, "baseline"}, {0, "amx-bf16"}};
+  const std::pair<int, const char*> widths[] = {{16, "avx512"}, {8, "avx2"}, {4, "baseline"}, {0, "bf16"}};
   const std::pair<int64_t, int> sizes[] = {{1000, 8}, {512, 512}, {2048, 512}, {2048, 2048}};
   for (auto [lanes, isa] : widths)
     for (KvDtype dtype : kKvDtypes)

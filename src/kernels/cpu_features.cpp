@@ -81,6 +81,13 @@ bool DetectAmxBf16() {
   if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) || !(eax & (1u << 5))) return false;
   return IsIsaSupported(IsaPath::kAmx);
 }
+
+// AVX512-BF16 (CPUID.7.1:EAX bit 5) beside AVX-512 itself.
+bool DetectAvx512Bf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) || !(eax & (1u << 5))) return false;
+  return IsIsaSupported(IsaPath::kAvx512);
+}
 #endif
 
 IsaPath FromEnv() {
@@ -136,6 +143,15 @@ IsaPath BestSupportedIsa() {
 bool HasAmxBf16() {
 #if defined(__x86_64__) || defined(__i386__)
   static const bool has = DetectAmxBf16();
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool HasAvx512Bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = DetectAvx512Bf16();
   return has;
 #else
   return false;

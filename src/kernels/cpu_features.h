@@ -20,6 +20,8 @@ IsaPath BestSupportedIsa();
 bool IsIsaSupported(IsaPath p);
 // AMX with its bf16 tile multiplies and the AVX-512 bf16 conversions (the bf16 formula's kernel).
 bool HasAmxBf16();
+// AVX-512 with its bf16 dot products and conversions (AVX512-BF16: AMD Zen 4 and later, Intel Cooper Lake and later).
+bool HasAvx512Bf16();
 // The path kernels use now: BestSupportedIsa() unless forced (tests; env PARALLM_ISA=scalar|avx2|avxvnni|avx512|amx).
 IsaPath ActiveIsa();
 // Forces a path for this process (must be supported); used by tests to check every compiled path.

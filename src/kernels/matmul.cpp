@@ -170,11 +170,14 @@ void MatMulBf16Grouped(std::span<const MatMulOut> outs, const float* x, std::spa
 
 }  // namespace
 
-bool Bf16RowsEnabled() {
+bool Bf16PromptsWanted() {
   const int set = g_bf16_rows.load(std::memory_order_relaxed);
   static const bool from_env = Bf16RowsFromEnv();
-  return (set == kBf16Unset ? from_env : set != 0) && ActiveIsa() == IsaPath::kAmx && HasAmxBf16() &&
-         Bf16KernelsHere() != nullptr;
+  return set == kBf16Unset ? from_env : set != 0;
+}
+
+bool Bf16RowsEnabled() {
+  return Bf16PromptsWanted() && ActiveIsa() == IsaPath::kAmx && HasAmxBf16() && Bf16KernelsHere() != nullptr;
 }
 
 void SetBf16RowsEnabled(bool on) { g_bf16_rows.store(on ? 1 : 0, std::memory_order_relaxed); }

@@ -44,6 +44,10 @@ void MatMul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, int
 // (PARALLM_BF16_ROWS=0, or SetBf16RowsEnabled(false): tests and benchmarks compare the two).
 bool Bf16RowsEnabled();
 void SetBf16RowsEnabled(bool on);
+// Whether a prompt's bf16 formulas are wanted at all, whatever the machine: what PARALLM_BF16_ROWS and
+// SetBf16RowsEnabled say. Bf16RowsEnabled() adds AMX to it; PromptAttention (kernels/prompt_attention.h), which also
+// runs without AMX, adds its own kernel's check.
+bool Bf16PromptsWanted();
 // Whether the bf16 formula covers w's format (quantized with one scale per 32-column block: Q8_0, Q4_0, Q4_K, MLX).
 bool Bf16FormulaCovers(const MatrixView& w);
 

@@ -117,14 +117,25 @@ Model::Model(LoadedModel loaded) : loaded_(std::move(loaded)) {
   }
 }
 
-bool Model::PromptsTakeBf16() const { return parallm::PromptsTakeBf16(loaded_.weights); }
+bool Model::PromptsTakeBf16() const { return parallm::PromptsTakeBf16(loaded_.config, loaded_.weights); }
 
-bool PromptsTakeBf16(const ModelWeights& weights) {
-  if (!Bf16RowsEnabled()) return false;
+AttentionShape AttentionShapeOf(const ModelConfig& c, int layer) {
+  return AttentionShape{c.n_heads, c.n_kv_heads, c.head_dim, c.AttentionScale(),
+                        c.LayerIsSliding(layer) ? c.sliding_window : 0, c.attn_softcap};
+}
+
+bool PromptsTakeBf16(const ModelConfig& c, const ModelWeights& weights) {
+  if (!Bf16PromptsWanted()) return false;
+  bool quantized = false;
   for (const LayerWeights& l : weights.layers)
     for (const MatrixView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.shared_gate,
                                 &l.moe.shared_up, &l.moe.shared_down, &l.mamba.in_proj, &l.mamba.out_proj})
-      if (Bf16FormulaCovers(*w)) return true;
+      quantized = quantized || Bf16FormulaCovers(*w);
+  if (!quantized) return false;
+  if (Bf16RowsEnabled()) return true;
+  for (int l = 0; l < c.n_layers; ++l)
+    if ((!c.hybrid() || c.KindOf(l) == LayerKind::kAttention) && PromptAttentionCovers(AttentionShapeOf(c, l)))
+      return true;
   return false;
 }
 
@@ -546,7 +557,8 @@ int64_t Model::RunToHead(const ForwardBatch& batch, PagedKvStorage& kv, ThreadPo
   } else {
     prompt_rows_.clear();
   }
-  prompt_attention_ = !prompt_rows_.empty() && PromptsTakeBf16();
+  prompt_attention_ = PromptsTakeBf16() && std::any_of(batch.sequences.begin(), batch.sequences.end(),
+                                                       [](const SequenceSlice& s) { return PromptRowsOf(s) > 0; });
   lora_.Build(batch);
   for (const SequenceSlice& seq : batch.sequences)
     PARALLM_CHECK_MSG(seq.adapter == nullptr || static_cast<int>(seq.adapter->layers.size()) == c.n_layers,
@@ -607,8 +619,7 @@ void Model::AddPromptRuns(const ForwardBatch& batch, const SequenceSlice& seq, i
 void Model::Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, ThreadPool* pool) {
   const ModelConfig& c = loaded_.config;
   const int64_t Q = c.q_dim();
-  const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, c.AttentionScale(),
-                             c.LayerIsSliding(layer) ? c.sliding_window : 0, c.attn_softcap};
+  const AttentionShape shape = AttentionShapeOf(c, layer);
   const PagedKvView view = kv.View(KvLayer(layer));
   const int n_threads = pool ? pool->num_threads() : 1;
   if (static_cast<int>(scores_.size()) < n_threads) scores_.resize(static_cast<size_t>(n_threads));

@@ -7,6 +7,7 @@
 
 #include "cache/kv_storage.h"
 #include "cache/ssm_state.h"
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "model/forward_batch.h"
 #include "model/loader.h"
@@ -18,9 +19,14 @@
 
 namespace parallm {
 
-// Whether a prompt's rows take MatMul's bf16 formula with these weights: Bf16RowsEnabled(), and some projection the
-// prompt rows go through (attention, dense MLP, shared experts, Mamba projections) is in a format it covers.
-bool PromptsTakeBf16(const ModelWeights& weights);
+// Whether a prompt's rows (each sequence's positions below Bf16PromptEnd) take a bf16 formula with these weights: some
+// projection they go through (attention, dense MLP, shared experts, Mamba projections) is quantized in a format
+// MatMul's bf16 formula covers, the formulas are wanted (Bf16PromptsWanted), and either MatMul's runs here
+// (Bf16RowsEnabled: AMX) or PromptAttention covers an attention layer (AMX, or AVX512-BF16 without it). Float models
+// keep the exact f32 formulas.
+bool PromptsTakeBf16(const ModelConfig& c, const ModelWeights& weights);
+// Layer `layer`'s attention shape (its sliding window, the model's soft-capping).
+AttentionShape AttentionShapeOf(const ModelConfig& c, int layer);
 
 // The type `--kv-cache-dtype auto` stores keys and values in: f32 where the key and value projections are f32 (the
 // exact cache of an f32 model), f16 where they are quantized or 16-bit (the type llama.cpp stores, and a 16-bit one
@@ -104,9 +110,9 @@ class Model {
   // The step's rows that take MatMul's bf16 formula in the attention and dense MLP projections (where
   // Bf16RowsEnabled()): each sequence's prompt positions below Bf16PromptEnd (PromptRows).
   std::vector<RowRange> prompt_rows_;
-  // Whether those rows' attention takes PromptAttention too (where the layer's shape allows): set per Forward, where
-  // prompt_rows_ is non-empty and some matrix takes the bf16 formula (PromptsTakeBf16, which the scheduler also reads
-  // to keep the prefix cache's bf16-computed blocks apart).
+  // Whether a prompt's rows (PromptRowsOf) take PromptAttention (where the layer's shape allows): set per Forward, where
+  // some sequence has such rows and PromptsTakeBf16 (which the scheduler also reads to keep the prefix cache's
+  // bf16-computed blocks apart).
   bool prompt_attention_ = false;
   // Mixture-of-experts scratch: router logits [num_tokens, n_experts], the routing, the assignments' inputs and
   // outputs in grouped order [num_tokens * top_k, hidden] and gate/up [num_tokens * top_k, expert_ffn], the shared

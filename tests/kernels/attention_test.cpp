@@ -500,23 +500,28 @@ class PromptAttentionTest : public PagedAttentionTokensTest {
   }
 };
 
-TEST_P(PromptAttentionTest, TwinNearF32AndKernelEqualsTwin) {
+TEST_P(PromptAttentionTest, TwinsNearF32AndKernelEqualsItsTwin) {
   const TokensCase& t = GetParam();
   const int n = t.n_tokens;
-  std::vector<float> twin(q_.size(), NAN);
-  for (int kvh = 0; kvh < t.c.n_kv_heads; ++kvh)
-    ref::PromptAttention(q_.data(), stride_, f_->shape, f_->kv, f_->table, FirstCtx(), n, kvh, twin.data(), stride_);
-  // bf16 queries, keys, values and weights: each ~3 significant digits, so a token's output is off the f32 one by
-  // up to a few hundredths of its values' spread (here ~1).
-  double worst = 0;
-  for (int i = 0; i < n; ++i) {
-    const std::vector<float> f32 = Alone(i);
-    for (int64_t e = 0; e < width_; ++e)
-      worst = std::max(worst, static_cast<double>(std::abs(twin[static_cast<size_t>(i * stride_ + e)] -
-                                                           f32[static_cast<size_t>(e)])));
+  std::vector<float> twin;
+  for (PromptFormula formula : {PromptFormula::kPairs, PromptFormula::kTiles}) {
+    std::vector<float> y(q_.size(), NAN);
+    for (int kvh = 0; kvh < t.c.n_kv_heads; ++kvh)
+      ref::PromptAttention(formula, q_.data(), stride_, f_->shape, f_->kv, f_->table, FirstCtx(), n, kvh, y.data(),
+                           stride_);
+    // bf16 queries, keys, values and weights: each ~3 significant digits, so a token's output is off the f32 one by
+    // up to a few hundredths of its values' spread (here ~1).
+    double worst = 0;
+    for (int i = 0; i < n; ++i) {
+      const std::vector<float> f32 = Alone(i);
+      for (int64_t e = 0; e < width_; ++e)
+        worst = std::max(worst, static_cast<double>(std::abs(y[static_cast<size_t>(i * stride_ + e)] -
+                                                             f32[static_cast<size_t>(e)])));
+    }
+    EXPECT_LT(worst, 0.05) << (formula == PromptFormula::kTiles ? "tiles" : "pairs");  // seen: 0.006-0.024
+    if (formula == PromptFormulaHere()) twin = y;
   }
-  EXPECT_LT(worst, 0.05);  // seen: 0.006-0.024
-  if (!PromptAttentionCovers(f_->shape)) GTEST_SKIP() << "no AMX-BF16 here: the twin alone is checked";
+  if (!PromptAttentionCovers(f_->shape)) GTEST_SKIP() << "no AMX-BF16 or AVX512-BF16 here: the twins alone are checked";
   std::vector<float> whole(q_.size(), NAN);
   for (int kvh = 0; kvh < t.c.n_kv_heads; ++kvh) Kernel(0, n, kvh, whole);
   for (size_t i = 0; i < whole.size(); ++i) {

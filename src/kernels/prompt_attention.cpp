@@ -124,7 +124,7 @@ void PromptAttention(PromptFormula formula, const float* q, int64_t q_stride, co
       float lanes[16] = {};
       for (int64_t j = 0; j < n_ctx; ++j) {
         float& x = e[static_cast<size_t>(j)];
-        x = mm::FromBf16(mm::ToBf16(ExpClamped(x - m)));
+        x = mm::FromBf16(mm::ToBf16(ExpForBf16(x - m)));
         lanes[j % 16] += x;
       }
       for (int width = 8; width > 0; width /= 2)

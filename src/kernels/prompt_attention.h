@@ -14,7 +14,7 @@
 //                denormal operands or sums the instruction flushes and the twin may differ)
 //   q', k'_j, v'_j    the query and the stored keys and values as f32 (KvDtype's decoding), rounded to bf16
 //   S_j = P(... P(0, q'[0:32], k'_j[0:32]) ..., q'[D-32:D], k'_j[D-32:D])         over head_dim D in 32s
-//   s_j = S_j * scale,  m = max_j s_j,  e_j = FromBf16(ToBf16(ExpClamped(s_j - m)))
+//   s_j = S_j * scale,  m = max_j s_j,  e_j = FromBf16(ToBf16(ExpForBf16(s_j - m)))   (kernels/fast_exp.h)
 //   l   = sum of e_j: lane j % 16 sums its e_j in increasing j, then lanes [0, 8) add lanes [8, 16), [0, 4) add
 //         [4, 8), [0, 2) add [2, 4), 0 adds 1
 //   o_d = P(... P(0, e[0:32], v'[0:32]_d) ..., e[32c:32c+32], v'[32c:32c+32]_d)   key chunks from position 0, the

@@ -28,12 +28,11 @@ void PromptAttention(const float* q, int64_t q_stride, const AttentionShape& sha
 #endif
 
 PromptFormula PromptFormulaHere() {
-  static const PromptFormula here = [] {
-    if (HasAmxBf16()) return PromptFormula::kTiles;
-    if (HasAvx512Bf16()) return PromptFormula::kPairs;
-    return PromptFormula::kNone;
-  }();
-  return here;
+  // The kernel path in use (ActiveIsa: PARALLM_ISA, tests' ForceIsa) bounds the instructions, as for MatMul.
+  const IsaPath isa = ActiveIsa();
+  if (isa == IsaPath::kAmx && HasAmxBf16()) return PromptFormula::kTiles;
+  if ((isa == IsaPath::kAmx || isa == IsaPath::kAvx512) && HasAvx512Bf16()) return PromptFormula::kPairs;
+  return PromptFormula::kNone;
 }
 
 bool PromptAttentionCovers(const AttentionShape& shape) {

@@ -39,7 +39,8 @@
 
 namespace parallm {
 
-// Which of the formulas PromptAttention computes on this CPU (kNone: neither kernel runs here).
+// Which of the formulas PromptAttention computes on this CPU and kernel path (kNone: neither kernel runs here): tiles
+// where the path is AMX and the CPU has AMX-BF16, pairs where it is AVX-512 (or AMX) and the CPU has AVX512-BF16.
 enum class PromptFormula { kNone, kTiles, kPairs };
 PromptFormula PromptFormulaHere();
 

@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "engine/llm.h"
+#include "kernels/matmul.h"
+#include "kernels/prompt_attention.h"
 #include "formats/llama2c.h"
 #include "structured/structured_output.h"
 
@@ -352,6 +354,25 @@ TEST(Engine, RepeatedPromptComputesOneTokenAndEqualsAColdRun) {
       ExpectSameTokensAndTopLogprobs(*got, *want, 3);
     }
   }
+}
+
+// Which models' prompts take a bf16 formula: quantized ones, where a kernel for it runs here (AMX's products and
+// attention, or AVX512-BF16's attention), unless PARALLM_BF16_ROWS's switch is off; float models never.
+TEST(Engine, PromptsTakeBf16OnlyForQuantizedModelsWhereAKernelRuns) {
+  testing::TinyModelOptions f32, q8;
+  f32.arch = q8.arch = Arch::kQwen2;
+  q8.gguf_type = DType::kQ8_0;
+  auto float_model = testing::TinyModel(f32, "formula-f32");
+  auto quantized = testing::TinyModel(q8, "formula-q8");
+  ASSERT_TRUE(float_model && quantized);
+  EXPECT_FALSE(float_model->PromptsTakeBf16());
+  const ModelConfig& c = quantized->config();
+  const bool kernel = Bf16RowsEnabled() || PromptAttentionCovers(AttentionShapeOf(c, 0));
+  EXPECT_EQ(quantized->PromptsTakeBf16(), kernel);
+  SetBf16RowsEnabled(false);
+  EXPECT_FALSE(quantized->PromptsTakeBf16());
+  SetBf16RowsEnabled(true);
+  EXPECT_EQ(quantized->PromptsTakeBf16(), kernel);
 }
 
 // A conversation's next turn (the first prompt, its answer, a new question) on a warm engine equals a cold run, token

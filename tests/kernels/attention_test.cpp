@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/attention.h"
+#include "kernels/cpu_features.h"
 #include "kernels/kv_dtype.h"
 #include "kernels/prompt_attention.h"
 #include "tensor/fp16.h"
@@ -554,6 +555,21 @@ INSTANTIATE_TEST_SUITE_P(
         TokensCase{Case{4, 2, 128, 16, 70}, 19, KvDtype::kInt8},
         TokensCase{Case{8, 2, 96, 5, 50}, 31, KvDtype::kBf16}),
     TokensCaseName);
+
+// PromptAttention runs only within the kernel path in use: a path without AVX-512 (PARALLM_ISA=avx2, or scalar under
+// valgrind) takes neither bf16 formula, whatever the CPU has.
+TEST(PromptFormulaTest, FollowsTheKernelPath) {
+  const IsaPath best = ActiveIsa();
+  for (IsaPath isa : {IsaPath::kScalar, IsaPath::kAvx2}) {
+    if (!IsIsaSupported(isa)) continue;
+    ForceIsa(isa);
+    EXPECT_EQ(PromptFormulaHere(), PromptFormula::kNone) << IsaName(isa);
+    EXPECT_FALSE(PromptAttentionCovers(AttentionShape{14, 2, 64, 0.125f}));
+  }
+  ForceIsa(best);
+  if (best == IsaPath::kAvx512 && HasAvx512Bf16()) EXPECT_EQ(PromptFormulaHere(), PromptFormula::kPairs);
+  if (best == IsaPath::kAmx && HasAmxBf16()) EXPECT_EQ(PromptFormulaHere(), PromptFormula::kTiles);
+}
 
 // A window covers exactly the last `window` positions: keys and values before it may hold anything (here NaN) without
 // changing a bit of the result, and a window of at least n_ctx is the same as none.

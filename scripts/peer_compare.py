@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Measures parallm against llama.cpp on one GGUF file in one run and prints the Markdown table of issue 19's
 workloads with the ratio per row: decode of 1, 32 and 64 sequences, prefill of one 512-token prompt, 32 HTTP
-streams, and (with --rows long) 32 sequences of 1,000-token prompts and decode at 2,000-token contexts (with --rows
-shared, the latter with llama.cpp on one shared prompt: an easier case for it that runs in minutes).
+streams, and 32 sequences of 1,000-token prompts (--rows prompts) and, with --rows long, also decode at 2,000-token
+contexts (with --rows shared, that decode with llama.cpp on one shared prompt: an easier case for it that runs in
+minutes).
 
 Usage: scripts/peer_compare.py PARALLM LLAMA_CPP_BIN_DIR [--model FILE.gguf | --preset P --quant Q] [--repeats 2]
        [--rows ...] [--kv-cache-dtype auto|f16|bf16|int8] [--json F]
@@ -149,7 +150,7 @@ def rows(client, scratch):
         ("prefill", "prefill, one 512-token prompt", lambda e: e.prefill(512), "tok/s"),
         ("http", "HTTP, 32 streams, 100-token prompts, 64 out (output tokens/s)",
          lambda e: http_streams(e, client, scratch), "tok/s"),
-        ("long", "32 sequences x 1,000-token prompts, 128 out: total tokens/s",
+        ("prompts", "32 sequences x 1,000-token prompts, 128 out: total tokens/s",
          lambda e: e.batched(1000, 128, 32)[1], "tok/s"),
         ("long", "decode in steps without prefill, 32 sequences at 2,000-token contexts, 64 out",
          lambda e: e.batched(2000, 64, 32)[2], "tok/s"),
@@ -191,7 +192,8 @@ def main():
                     "preset's family: Qwen3's for the Qwen shape, Llama 3's for the Llama ones)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--rows", default="decode,aggregate,prefill,http",
-                    help="comma list; 'long' adds long contexts, 'shared' the 2,000-token decode with the peer on one "
+                    help="comma list; 'prompts' adds 32 x 1,000-token prompts (~5 minutes), 'long' those and the "
+                    "2,000-token decode (~20 minutes), 'shared' the 2,000-token decode with the peer on one "
                     "shared prompt (minutes instead of an hour), 'pure' the aggregate rows counted as the peer counts "
                     "them (steps without prefill)")
     ap.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "f32", "f16", "bf16", "int8"],
@@ -209,6 +211,8 @@ def main():
     parallm = Parallm(a.parallm, model, a.scratch, a.kv_cache_dtype)
     engines = [("llama.cpp", Llama(a.llama_bin, model)), ("parallm", parallm)]
     wanted = set(a.rows.split(","))
+    if "long" in wanted:
+        wanted.add("prompts")
     results = []
     for key, what, measure, unit in rows(a.parallm, a.scratch):
         if key not in wanted:

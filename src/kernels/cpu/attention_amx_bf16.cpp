@@ -84,16 +84,14 @@ void PromptAttention(const float* q, int64_t q_stride, const AttentionShape& s, 
                      std::span<uint8_t> scratch, float* out, int64_t out_stride) {
   const int D = s.head_dim, chunks = D / 32, groups = D / 16, group = s.n_heads / s.n_kv_heads;
   const int64_t n_ctx_last = n_ctx_first + n_tokens - 1;
-  const Layout lay(s, n_ctx_last);
-  auto* base = reinterpret_cast<uint8_t*>(Align64(reinterpret_cast<int64_t>(scratch.data())));
-  GatherKv(s, kv, block_table, n_ctx_last, kv_head, lay, base);
-  const uint8_t* keys = base + lay.keys;
-  const uint8_t* values = base + lay.values;
-  auto* scores = reinterpret_cast<float*>(base + lay.scores);
-  auto* probs = reinterpret_cast<uint16_t*>(base + lay.probs);
-  uint8_t* qb = base + lay.q;
-  auto* o = reinterpret_cast<float*>(base + lay.o);
-  const int64_t scores_stride = lay.nk * 4, probs_stride = lay.nk * 2;
+  const CallScratch call = GatherCall(s, kv, block_table, n_ctx_last, kv_head, scratch);
+  const uint8_t* keys = call.keys;
+  const uint8_t* values = call.values;
+  float* scores = call.scores;
+  uint16_t* probs = call.probs;
+  uint8_t* qb = call.q;
+  float* o = call.o;
+  const int64_t scores_stride = call.nk * 4, probs_stride = call.nk * 2;
 
   amx::TileConfig config;
   for (int t = 0; t < 8; ++t) config.Set(t, 16, 64);
@@ -127,9 +125,9 @@ void PromptAttention(const float* q, int64_t q_stride, const AttentionShape& s, 
       }
       alignas(64) float inv[kTok];
       for (int r = 0; r < kTok; ++r) {
-        uint16_t* row = probs + r * lay.nk;
+        uint16_t* row = probs + r * call.nk;
         if (r < nt) {
-          inv[r] = SoftmaxRow(scores + r * lay.nk, n_ctx_first + t0 + r, nk, s.scale, row);
+          inv[r] = SoftmaxRow(scores + r * call.nk, n_ctx_first + t0 + r, nk, s.scale, row);
         } else {
           std::memset(row, 0, static_cast<size_t>(nk) * 2);
         }

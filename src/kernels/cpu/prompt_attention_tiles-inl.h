@@ -123,15 +123,34 @@ void Gather(const AttentionShape& s, const PagedKvView& kv, std::span<const int3
   }
 }
 
-// Gather for the view's stored type.
-void GatherKv(const AttentionShape& s, const PagedKvView& kv, std::span<const int32_t> block_table, int64_t n_ctx_last,
-              int kv_head, const Layout& lay, uint8_t* base) {
+// A call's scratch, carved by its Layout, with the KV head's keys and values gathered: where both kernels start.
+struct CallScratch {
+  int64_t nk = 0;  // positions gathered (Layout::nk): the length of a row of scores or probs
+  const uint8_t* keys = nullptr;
+  const uint8_t* values = nullptr;
+  float* scores = nullptr;
+  uint16_t* probs = nullptr;
+  uint8_t* q = nullptr;
+  float* o = nullptr;
+};
+
+CallScratch GatherCall(const AttentionShape& s, const PagedKvView& kv, std::span<const int32_t> block_table,
+                       int64_t n_ctx_last, int kv_head, std::span<uint8_t> scratch) {
+  const Layout lay(s, n_ctx_last);
+  auto* base = reinterpret_cast<uint8_t*>(Align64(reinterpret_cast<int64_t>(scratch.data())));
   switch (kv.dtype) {
-    case KvDtype::kF32: return Gather<KvDtype::kF32>(s, kv, block_table, n_ctx_last, kv_head, lay, base);
-    case KvDtype::kBf16: return Gather<KvDtype::kBf16>(s, kv, block_table, n_ctx_last, kv_head, lay, base);
-    case KvDtype::kInt8: return Gather<KvDtype::kInt8>(s, kv, block_table, n_ctx_last, kv_head, lay, base);
-    case KvDtype::kF16: return Gather<KvDtype::kF16>(s, kv, block_table, n_ctx_last, kv_head, lay, base);
+    case KvDtype::kF32: Gather<KvDtype::kF32>(s, kv, block_table, n_ctx_last, kv_head, lay, base); break;
+    case KvDtype::kBf16: Gather<KvDtype::kBf16>(s, kv, block_table, n_ctx_last, kv_head, lay, base); break;
+    case KvDtype::kInt8: Gather<KvDtype::kInt8>(s, kv, block_table, n_ctx_last, kv_head, lay, base); break;
+    case KvDtype::kF16: Gather<KvDtype::kF16>(s, kv, block_table, n_ctx_last, kv_head, lay, base); break;
   }
+  return CallScratch{lay.nk,
+                     base + lay.keys,
+                     base + lay.values,
+                     reinterpret_cast<float*>(base + lay.scores),
+                     reinterpret_cast<uint16_t*>(base + lay.probs),
+                     base + lay.q,
+                     reinterpret_cast<float*>(base + lay.o)};
 }
 
 // One token's softmax row: probs[j] = bf16(exp(scores[j] * scale - max)) for j < n_ctx, 0 for j in [n_ctx, nk);

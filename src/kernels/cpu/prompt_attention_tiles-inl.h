@@ -157,23 +157,25 @@ CallScratch GatherCall(const AttentionShape& s, const PagedKvView& kv, std::span
 // returns 1 / (their sum, in the formula's lane order).
 float SoftmaxRow(const float* scores, int64_t n_ctx, int64_t nk, float scale, uint16_t* probs) {
   const __m512 vscale = _mm512_set1_ps(scale);
-  auto mask_at = [&](int64_t j) {
-    return j + 16 <= n_ctx ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n_ctx - j)) - 1);
-  };
+  const int64_t full = n_ctx / 16 * 16;  // whole vectors; then a masked one for the rest, if any
+  const auto tail = static_cast<__mmask16>((1u << (n_ctx - full)) - 1);
   __m512 mx = _mm512_set1_ps(-INFINITY);
-  for (int64_t j = 0; j < n_ctx; j += 16) {
-    const __mmask16 m = mask_at(j);
-    mx = _mm512_mask_max_ps(mx, m, mx, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, scores + j), vscale));
-  }
+  for (int64_t j = 0; j < full; j += 16) mx = _mm512_max_ps(mx, _mm512_mul_ps(_mm512_loadu_ps(scores + j), vscale));
+  if (tail != 0) mx = _mm512_mask_max_ps(mx, tail, mx, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, scores + full), vscale));
   const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  // Lane l sums its probabilities (as rounded to bf16) in increasing position; masked lanes add exact zeros.
   __m512 sum = _mm512_setzero_ps();
-  int64_t j = 0;
-  for (; j < n_ctx; j += 16) {
-    const __mmask16 m = mask_at(j);
+  auto probs_at = [&](int64_t j, __mmask16 m) {
     const __m512 e = Exp16(_mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, scores + j), vscale), vmax));
     const __m256i pb = _mm256_maskz_mov_epi16(m, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(e)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(probs + j), pb);
     sum = _mm512_add_ps(sum, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(pb), 16)));
+  };
+  for (int64_t j = 0; j < full; j += 16) probs_at(j, static_cast<__mmask16>(0xFFFF));
+  int64_t j = full;
+  if (tail != 0) {
+    probs_at(j, tail);
+    j += 16;
   }
   for (; j < nk; j += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(probs + j), _mm256_setzero_si256());
   alignas(64) float lanes[16];

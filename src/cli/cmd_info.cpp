@@ -64,10 +64,11 @@ void AddInfoCommand(CLI::App& app) {
     const CacheBudget split = SplitCacheBudget(budget, state, block, *max_num_seqs);
     std::printf("  budget:   %s\n", DescribeCacheBudget(split, budget, state, block, *max_num_seqs).c_str());
     // The kernel path MatMul takes on this machine, and the formula a prompt's tokens take (README: Performance).
-    const char* prompts = !PromptsTakeBf16(loaded->config, loaded->weights) ? ""
-                          : Bf16RowsEnabled()
-                              ? "; prompt tokens on the bf16 formula, products and attention (PARALLM_BF16_ROWS=0: int8 and f32)"
-                              : "; prompt tokens' attention in bf16 (PARALLM_BF16_ROWS=0: f32)";
+    const char* prompts = "";
+    if (PromptsTakeBf16(loaded->config, loaded->weights))
+      prompts = Bf16RowsEnabled()
+                    ? "; prompt tokens on the bf16 formula, products and attention (PARALLM_BF16_ROWS=0: int8 and f32)"
+                    : "; prompt tokens' attention in bf16 (PARALLM_BF16_ROWS=0: f32)";
     std::printf("  kernels:  %s%s\n", std::string(IsaName(ActiveIsa())).c_str(), prompts);
     if (loaded->vocab)
       std::printf("  vocab:    %d tokens (%s), bos %d, eos %d\n", loaded->vocab->size(), loaded->vocab->model.c_str(),

@@ -11,7 +11,8 @@
 //                Bf16TileStep)
 //   pairs        P = acc, then for each pair (2i, 2i + 1) in increasing i: acc = (acc + a[2i+1] b[2i+1]) + a[2i] b[2i]
 //                (VDPBF16PS's order, checked against the instruction bit for bit on random normal operands; with
-//                denormal operands or sums the instruction flushes and the twin may differ)
+//                denormal operands, products or sums, and in the sign of an exact zero, the instruction's handling is
+//                not the twin's, which a model's attention does not reach)
 //   q', k'_j, v'_j    the query and the stored keys and values as f32 (KvDtype's decoding), rounded to bf16
 //   S_j = P(... P(0, q'[0:32], k'_j[0:32]) ..., q'[D-32:D], k'_j[D-32:D])         over head_dim D in 32s
 //   s_j = S_j * scale,  m = max_j s_j,  e_j = FromBf16(ToBf16(ExpForBf16(s_j - m)))   (kernels/fast_exp.h)

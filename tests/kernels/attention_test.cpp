@@ -567,8 +567,12 @@ TEST(PromptFormulaTest, FollowsTheKernelPath) {
     EXPECT_FALSE(PromptAttentionCovers(AttentionShape{14, 2, 64, 0.125f}));
   }
   ForceIsa(best);
-  if (best == IsaPath::kAvx512 && HasAvx512Bf16()) EXPECT_EQ(PromptFormulaHere(), PromptFormula::kPairs);
-  if (best == IsaPath::kAmx && HasAmxBf16()) EXPECT_EQ(PromptFormulaHere(), PromptFormula::kTiles);
+  if (best == IsaPath::kAvx512 && HasAvx512Bf16()) {
+    EXPECT_EQ(PromptFormulaHere(), PromptFormula::kPairs);
+  }
+  if (best == IsaPath::kAmx && HasAmxBf16()) {
+    EXPECT_EQ(PromptFormulaHere(), PromptFormula::kTiles);
+  }
 }
 
 // A window covers exactly the last `window` positions: keys and values before it may hold anything (here NaN) without

@@ -161,7 +161,8 @@ float SoftmaxRow(const float* scores, int64_t n_ctx, int64_t nk, float scale, ui
   const auto tail = static_cast<__mmask16>((1u << (n_ctx - full)) - 1);
   __m512 mx = _mm512_set1_ps(-INFINITY);
   for (int64_t j = 0; j < full; j += 16) mx = _mm512_max_ps(mx, _mm512_mul_ps(_mm512_loadu_ps(scores + j), vscale));
-  if (tail != 0) mx = _mm512_mask_max_ps(mx, tail, mx, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, scores + full), vscale));
+  if (tail != 0)
+    mx = _mm512_mask_max_ps(mx, tail, mx, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, scores + full), vscale));
   const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
   // Lane l sums its probabilities (as rounded to bf16) in increasing position; masked lanes add exact zeros.
   __m512 sum = _mm512_setzero_ps();

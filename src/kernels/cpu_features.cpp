@@ -74,19 +74,18 @@ bool Detect(IsaPath p) {
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-// AMX-BF16 tiles (CPUID.7.0:EDX bit 22) and AVX512-BF16 conversions (CPUID.7.1:EAX bit 5), beside AMX itself.
-bool DetectAmxBf16() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !(edx & (1u << 22))) return false;
-  if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) || !(eax & (1u << 5))) return false;
-  return IsIsaSupported(IsaPath::kAmx);
-}
-
 // AVX512-BF16 (CPUID.7.1:EAX bit 5) beside AVX-512 itself.
 bool DetectAvx512Bf16() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) || !(eax & (1u << 5))) return false;
   return IsIsaSupported(IsaPath::kAvx512);
+}
+
+// AMX-BF16 tiles (CPUID.7.0:EDX bit 22) and AVX512-BF16 conversions, beside AMX itself.
+bool DetectAmxBf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !(edx & (1u << 22))) return false;
+  return DetectAvx512Bf16() && IsIsaSupported(IsaPath::kAmx);
 }
 #endif
 

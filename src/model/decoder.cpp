@@ -125,13 +125,14 @@ AttentionShape AttentionShapeOf(const ModelConfig& c, int layer) {
 }
 
 bool PromptsTakeBf16(const ModelConfig& c, const ModelWeights& weights) {
-  if (!Bf16PromptsWanted()) return false;
-  bool quantized = false;
-  for (const LayerWeights& l : weights.layers)
-    for (const MatrixView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.shared_gate,
-                                &l.moe.shared_up, &l.moe.shared_down, &l.mamba.in_proj, &l.mamba.out_proj})
-      quantized = quantized || Bf16FormulaCovers(*w);
-  if (!quantized) return false;
+  auto quantized = [&] {
+    for (const LayerWeights& l : weights.layers)
+      for (const MatrixView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.shared_gate,
+                                  &l.moe.shared_up, &l.moe.shared_down, &l.mamba.in_proj, &l.mamba.out_proj})
+        if (Bf16FormulaCovers(*w)) return true;
+    return false;
+  };
+  if (!Bf16PromptsWanted() || !quantized()) return false;
   if (Bf16RowsEnabled()) return true;
   for (int l = 0; l < c.n_layers; ++l)
     if ((!c.hybrid() || c.KindOf(l) == LayerKind::kAttention) && PromptAttentionCovers(AttentionShapeOf(c, l)))
@@ -557,8 +558,10 @@ int64_t Model::RunToHead(const ForwardBatch& batch, PagedKvStorage& kv, ThreadPo
   } else {
     prompt_rows_.clear();
   }
-  prompt_attention_ = PromptsTakeBf16() && std::any_of(batch.sequences.begin(), batch.sequences.end(),
-                                                       [](const SequenceSlice& s) { return PromptRowsOf(s) > 0; });
+  // A decode-only step has no prompt rows, and skips the scan of the weights.
+  prompt_attention_ = std::any_of(batch.sequences.begin(), batch.sequences.end(),
+                                  [](const SequenceSlice& s) { return PromptRowsOf(s) > 0; }) &&
+                      PromptsTakeBf16();
   lora_.Build(batch);
   for (const SequenceSlice& seq : batch.sequences)
     PARALLM_CHECK_MSG(seq.adapter == nullptr || static_cast<int>(seq.adapter->layers.size()) == c.n_layers,

@@ -20,7 +20,6 @@
 
 #include "kernels/attention.h"
 #include "kernels/kv_dtype.h"
-#include "util/check.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16")

@@ -28,6 +28,9 @@
 // prompt rows on the bf16 formula, gate and up 4864 x 896 and down 896 x 4864, as GatedMlpBf16 makes them or as its
 // parts (gate and up to f32 outputs, SiluMul, down); counter GOP/s over the three products.
 //
+// QuantizeActs/<isa>/cols:<c>/tokens:<n>: the int8 path's activation quantizer alone (one thread), on the inputs of
+// the 0.5B shape's projections (896) and its down projection (4,864); counter blocks/s (32 values each).
+//
 // AmxProbe/<case> (AMX machines only): whether the tile unit and the vector units work at once (amx_probe.cpp).
 #include <benchmark/benchmark.h>
 
@@ -46,6 +49,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/kv_dtype.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
 #include "kernels/ops.h"
 #include "kernels/prompt_attention.h"
 #include "tensor/mlx_affine.h"
@@ -478,12 +482,48 @@ void RegisterPrefillAttention() {
         }
 }
 
+void BM_QuantizeActs(benchmark::State& state, IsaPath isa, int64_t cols, int64_t n) {
+  if (!IsIsaSupported(isa)) {
+    state.SkipWithError("path not supported on this CPU");
+    return;
+  }
+  void (*quantize)(const float*, int64_t, int64_t, int, mm::QuantizedActs*) = &mm::QuantizeActs;
+#if defined(__x86_64__)
+  if (isa == IsaPath::kAvx512) quantize = mm::Avx512Kernels()->quantize_acts;
+  if (isa == IsaPath::kAvx2) quantize = mm::Avx2Kernels()->quantize_acts;
+#endif
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  for (float& v : x) v = dist(rng);
+  std::vector<uint8_t> buf(mm::ActsBytes(n, cols, 1));
+  mm::QuantizedActs a = mm::CarveActs(buf.data(), n, cols, 1);
+  for (auto _ : state) {
+    quantize(x.data(), 0, n, 128, &a);
+    benchmark::DoNotOptimize(a.q);
+    benchmark::ClobberMemory();
+  }
+  state.counters["blocks/s"] =
+      benchmark::Counter(static_cast<double>(n * cols / 32), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void RegisterQuantizeActs() {
+  for (IsaPath isa : {IsaPath::kAvx512, IsaPath::kAvx2, IsaPath::kScalar})
+    for (int64_t cols : {896, 4864}) {
+      const std::string name = "QuantizeActs/" + std::string(IsaName(isa)) + "/cols:" + std::to_string(cols) +
+                               "/tokens:64";
+      benchmark::RegisterBenchmark(name.c_str(), BM_QuantizeActs, isa, cols, int64_t{64})
+          ->Unit(benchmark::kMicrosecond);
+    }
+}
+
 void Register() {
   RegisterAmxProbe();
   RegisterAttention();
   RegisterPrefillAttention();
   RegisterExperts();
   RegisterGatedMlp();
+  RegisterQuantizeActs();
   const std::vector<WType> types = {
       {"q8_0", DType::kQ8_0},  {"q4_0", DType::kQ4_0},  {"q4_k", DType::kQ4_K},
       {"q6_k", DType::kQ6_K},  {"f32", DType::kF32},    {"f16", DType::kF16},

@@ -15,6 +15,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <sys/mman.h>
@@ -676,6 +677,62 @@ TEST_F(MatMulTest, GroupedGatherEqualsGroupedOverCopies) {
         for (size_t i = 0; i < n_products; ++i)
           for (size_t j = 0; j < want[i].size(); ++j)
             ASSERT_TRUE(BitEqual(want[i][j], got[i][j])) << IsaName(isa) << " product " << i << " at " << j;
+      }
+    }
+  }
+}
+
+// Each path's activation quantizer equals the shared QuantizeActs bit for bit (codes, scales, d * sums and
+// corrections), for row lengths around the AVX-512 quantizer's groups of 16 blocks, Q6_K's half-block corrections,
+// a token range that starts past the first row, and blocks of zeros, of one value, tiny, huge and denormal values.
+TEST_F(MatMulTest, QuantizedActsEqualTheSharedQuantizerEveryPath) {
+  std::vector<std::pair<IsaPath, const mm::IsaKernels*>> paths;
+#if defined(__x86_64__)
+  for (IsaPath p : {IsaPath::kAvx2, IsaPath::kAvxVnni, IsaPath::kAvx512, IsaPath::kAmx}) {
+    if (!IsIsaSupported(p)) continue;
+    paths.push_back({p, p == IsaPath::kAvx2      ? mm::Avx2Kernels()
+                        : p == IsaPath::kAvxVnni ? mm::AvxVnniKernels()
+                        : p == IsaPath::kAvx512  ? mm::Avx512Kernels()
+                                                 : mm::AmxKernels()});
+  }
+#elif defined(__aarch64__)
+  if (IsIsaSupported(IsaPath::kNeon)) paths.push_back({IsaPath::kNeon, mm::NeonKernels()});
+#endif
+  if (paths.empty()) GTEST_SKIP() << "no SIMD path on this CPU";
+  constexpr int64_t kTokens = 4;
+  for (int64_t cols : {32, 64, 480, 512, 544, 896, 1024, 4864}) {
+    std::vector<float> x = MakeActs(kTokens, cols, 7);
+    const int64_t nb = cols / 32;
+    for (int i = 0; i < 32; ++i) {
+      x[static_cast<size_t>(cols + i)] = 0.0f;                                       // token 1, block 0: zeros
+      if (nb > 2) x[static_cast<size_t>(cols + 64 + i)] = i == 5 ? -3.5f : 0.0f;    // block 2: one value
+      if (nb > 3) x[static_cast<size_t>(cols + 96 + i)] = 1e-30f * (i - 16);       // block 3: tiny
+      if (nb > 4) x[static_cast<size_t>(2 * cols + 128 + i)] = 1e30f * (i % 3 - 1);  // token 2, block 4: huge
+      if (nb > 16) x[static_cast<size_t>(2 * cols + 512 + i)] = 1e-40f * (i - 7);   // block 16: denormal
+    }
+    for (int subs : {1, 2}) {
+      for (int offset : {0, 32, 128}) {
+        std::vector<uint8_t> want_buf(mm::ActsBytes(kTokens, cols, subs)), got_buf(want_buf.size());
+        mm::QuantizedActs want = mm::CarveActs(want_buf.data(), kTokens, cols, subs);
+        mm::QuantizeActs(x.data(), 1, kTokens, offset, &want);
+        for (const auto& [path, kernels] : paths) {
+          std::fill(got_buf.begin(), got_buf.end(), uint8_t{0});
+          mm::QuantizedActs got = mm::CarveActs(got_buf.data(), kTokens, cols, subs);
+          kernels->quantize_acts(x.data(), 1, kTokens, offset, &got);
+          const std::string what = std::string(IsaName(path)) + " cols " + std::to_string(cols) + " subs " +
+                                   std::to_string(subs) + " offset " + std::to_string(offset);
+          const size_t t1 = static_cast<size_t>(kTokens);
+          for (size_t t = 1; t < t1; ++t) {
+            const size_t c = static_cast<size_t>(cols), n = static_cast<size_t>(nb);
+            ASSERT_EQ(0, std::memcmp(want.q + t * c, got.q + t * c, c)) << what << " token " << t;
+            ASSERT_EQ(0, std::memcmp(want.d + t * n, got.d + t * n, n * 4)) << what << " token " << t;
+            ASSERT_EQ(0, std::memcmp(want.ds + t * n, got.ds + t * n, n * 4)) << what << " token " << t;
+            const size_t nc = n * static_cast<size_t>(subs);
+            ASSERT_EQ(0, std::memcmp(want.corr + t * nc, got.corr + t * nc, nc * 4)) << what << " token " << t;
+          }
+          // Token 0 lies outside [1, kTokens): left as it was.
+          for (size_t i = 0; i < static_cast<size_t>(cols); ++i) ASSERT_EQ(got.q[i], 0) << what;
+        }
       }
     }
   }

@@ -404,54 +404,130 @@ void RunTile(int tt, const TileGroups<G>& tg, int64_t stride, int64_t nbc, const
                                                 header_shift, stride, nbc, a, t0, b0);
 }
 
-// QuantizeActs, 32 values per two zmm: the same operations per value as the scalar version (max of |x| is
-// exact in any order, one division, one reciprocal, x * id rounded to nearest-even, exact int sums).
-inline int32_t HSumI(__m512i v) {
-  __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-  __m128i x = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-  x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4E));
-  x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1));
-  return _mm_cvtsi128_si32(x);
+// QuantizeActs, 16 blocks at a time: the same operations per value as the scalar version (max of |x| is exact in
+// any order, one division, one reciprocal, x * id rounded to nearest-even, exact int sums). A block's max and its
+// int sums are reductions of a vector each; done one block at a time, those horizontal steps and the scalar
+// divisions took most of the time (`kernels_bench --benchmark_filter=QuantizeActs/avx512`, 64 tokens: 130-139 M
+// blocks/s one block at a time, 360-387 M this way; ~2% of a batched decode step before).
+//
+// Lane j of the result is op's reduction of the 16 lanes of v[kLaneBlock[j]]: four rounds of pairwise shuffles,
+// halving the width each round. The rounds leave vector j's result in lane 4 (j % 4) + j / 4, a 4 x 4 transpose
+// that is its own inverse, so callers fill v in kLaneBlock's order and read the lanes in natural order.
+constexpr int kLaneBlock[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+
+template <class Op>
+inline __m512 ReduceEach16(const __m512* v, Op op) {
+  __m512 r[8], s[4], t[2];
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j)
+    r[j] = op(_mm512_shuffle_f32x4(v[2 * j], v[2 * j + 1], 0x44), _mm512_shuffle_f32x4(v[2 * j], v[2 * j + 1], 0xEE));
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j)
+    s[j] = op(_mm512_shuffle_f32x4(r[2 * j], r[2 * j + 1], 0x88), _mm512_shuffle_f32x4(r[2 * j], r[2 * j + 1], 0xDD));
+#pragma GCC unroll 2
+  for (int j = 0; j < 2; ++j)
+    t[j] = op(_mm512_shuffle_ps(s[2 * j], s[2 * j + 1], 0x44), _mm512_shuffle_ps(s[2 * j], s[2 * j + 1], 0xEE));
+  return op(_mm512_shuffle_ps(t[0], t[1], 0x88), _mm512_shuffle_ps(t[0], t[1], 0xDD));
 }
 
-inline float HMax(__m512 v) {
-  __m256 h = _mm256_max_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-  __m128 x = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  x = _mm_max_ps(x, _mm_movehl_ps(x, x));
-  x = _mm_max_ss(x, _mm_movehdup_ps(x));
-  return _mm_cvtss_f32(x);
+inline __m512 MaxPs(__m512 a, __m512 b) { return _mm512_max_ps(a, b); }
+inline __m512 AddEpi32(__m512 a, __m512 b) {
+  return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
 }
 
-void QuantizeActsAvx512(const float* x, int64_t t0, int64_t t1, int code_offset, QuantizedActs* a) {
+// x * id rounded to the nearest int, at least -127. The scalar version also clamps at 127, which x * id never passes
+// (|x| <= amax, so x * id <= 127 (1 + 2^-22)); a NaN or infinite x * id converts to INT_MIN, which the max takes to
+// -127 as the clamp does.
+inline __m512i QuantizeVec(const float* x, __m512 id) {
+  return _mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x), id)), _mm512_set1_epi32(-127));
+}
+
+// kHalves: Q6_K's activations, with a correction per half-block.
+template <bool kHalves>
+void QuantizeActsT(const float* x, int64_t t0, int64_t t1, int code_offset, QuantizedActs* a) {
   const int64_t cols = a->cols, nb = a->nb;
-  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  // The bytes of packs_epi16(packs_epi32(q0, q1), packs_epi32(q2, q3)) come 128-bit lane by lane: dword k of that
+  // lane holds 4 values of q(k) (of q0..q3 in turn). This permutation puts q0's bytes first, then q1's, q2's, q3's.
+  const __m512i pack_order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
   for (int64_t t = t0; t < t1; ++t) {
     const float* xt = x + t * cols;
     int8_t* qt = a->q + t * cols;
-    float* d_out = a->d + t * nb;
-    float* ds_out = a->ds + t * nb;
     int32_t* corr = a->corr + t * nb * a->subs;
-    for (int64_t b = 0; b < nb; ++b) {
-      const __m512 x0 = _mm512_loadu_ps(xt + b * 32), x1 = _mm512_loadu_ps(xt + b * 32 + 16);
-      const float amax = HMax(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
-      const float d = amax / 127.0f;
-      const float id = d != 0 ? 1.0f / d : 0.0f;
-      const __m512 vid = _mm512_set1_ps(id);
-      __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vid)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
-      q0 = _mm512_max_epi32(_mm512_min_epi32(q0, hi), lo);
-      q1 = _mm512_max_epi32(_mm512_min_epi32(q1, hi), lo);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(qt + b * 32), _mm512_cvtepi32_epi8(q0));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(qt + b * 32 + 16), _mm512_cvtepi32_epi8(q1));
-      const int32_t s0 = HSumI(q0), s1 = HSumI(q1);
-      d_out[b] = d;
-      ds_out[b] = d * static_cast<float>(s0 + s1);
-      if (a->subs == 1) {
-        corr[b] = -code_offset * (s0 + s1);
-      } else {
-        corr[2 * b] = -code_offset * s0;
-        corr[2 * b + 1] = -code_offset * s1;
+    for (int64_t b0 = 0; b0 < nb; b0 += 16) {
+      const int k = static_cast<int>(std::min<int64_t>(16, nb - b0));  // blocks in this group
+      const float* xg = xt + b0 * 32;
+      __m512 m[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        const int b = kLaneBlock[j];
+        m[j] = b < k ? _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xg + b * 32)),
+                                     _mm512_abs_ps(_mm512_loadu_ps(xg + b * 32 + 16)))
+                     : _mm512_setzero_ps();
+      }
+      const __m512 d = _mm512_div_ps(ReduceEach16(m, MaxPs), _mm512_set1_ps(127.0f));
+      const __mmask16 nonzero = _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+      alignas(64) float id[16];
+      _mm512_store_ps(id, _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0f), d));
+      // Per block the sums of its two halves (sum0, sum1: Q6_K's corrections), or of the whole block (sum0).
+      __m512 sum0[16], sum1[kHalves ? 16 : 1];
+#pragma GCC unroll 8
+      for (int b = 0; b < 16; b += 2) {
+        const int j = kLaneBlock[b], j2 = kLaneBlock[b + 1];  // their slots (the map is its own inverse)
+        if (b >= k) {
+          sum0[j] = sum0[j2] = _mm512_setzero_ps();
+          if constexpr (kHalves) sum1[j] = sum1[j2] = _mm512_setzero_ps();
+          continue;
+        }
+        const float* xb = xg + b * 32;
+        const bool two = b + 1 < k;
+        const __m512 id0 = _mm512_set1_ps(id[b]), id1 = _mm512_set1_ps(id[b + 1]);
+        const __m512i q0 = QuantizeVec(xb, id0), q1 = QuantizeVec(xb + 16, id0);
+        const __m512i q2 = two ? QuantizeVec(xb + 32, id1) : _mm512_setzero_si512();
+        const __m512i q3 = two ? QuantizeVec(xb + 48, id1) : _mm512_setzero_si512();
+        const __m512i bytes = _mm512_permutexvar_epi32(
+            pack_order, _mm512_packs_epi16(_mm512_packs_epi32(q0, q1), _mm512_packs_epi32(q2, q3)));
+        if (two) {
+          _mm512_storeu_si512(qt + (b0 + b) * 32, bytes);
+        } else {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(qt + (b0 + b) * 32), _mm512_castsi512_si256(bytes));
+        }
+        if constexpr (kHalves) {
+          sum0[j] = _mm512_castsi512_ps(q0), sum1[j] = _mm512_castsi512_ps(q1);
+          sum0[j2] = _mm512_castsi512_ps(q2), sum1[j2] = _mm512_castsi512_ps(q3);
+        } else {
+          sum0[j] = _mm512_castsi512_ps(_mm512_add_epi32(q0, q1));
+          sum0[j2] = _mm512_castsi512_ps(_mm512_add_epi32(q2, q3));
+        }
+      }
+      const __mmask16 in_group = static_cast<__mmask16>((1u << k) - 1);
+      const __m512i s0 = _mm512_castps_si512(ReduceEach16(sum0, AddEpi32));
+      __m512i s1 = _mm512_setzero_si512();
+      if constexpr (kHalves) s1 = _mm512_castps_si512(ReduceEach16(sum1, AddEpi32));
+      const __m512i s = _mm512_add_epi32(s0, s1);
+      _mm512_mask_storeu_ps(a->d + t * nb + b0, in_group, d);
+      _mm512_mask_storeu_ps(a->ds + t * nb + b0, in_group, _mm512_mul_ps(d, _mm512_cvtepi32_ps(s)));
+      const __m512i neg_offset = _mm512_set1_epi32(-code_offset);
+      if constexpr (!kHalves) {
+        _mm512_mask_storeu_epi32(corr + b0, in_group, _mm512_mullo_epi32(neg_offset, s));
+      } else {  // per block: its first half's correction, then its second's
+        const __m512i c0 = _mm512_mullo_epi32(neg_offset, s0), c1 = _mm512_mullo_epi32(neg_offset, s1);
+        const __m512i first = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(8));
+        const uint64_t pairs = (uint64_t{1} << (2 * k)) - 1;  // 2k values
+        _mm512_mask_storeu_epi32(corr + 2 * b0, static_cast<__mmask16>(pairs),
+                                 _mm512_permutex2var_epi32(c0, first, c1));
+        _mm512_mask_storeu_epi32(corr + 2 * b0 + 16, static_cast<__mmask16>(pairs >> 16),
+                                 _mm512_permutex2var_epi32(c0, second, c1));
       }
     }
+  }
+}
+
+void QuantizeActsAvx512(const float* x, int64_t t0, int64_t t1, int code_offset, QuantizedActs* a) {
+  if (a->subs == 2) {
+    QuantizeActsT<true>(x, t0, t1, code_offset, a);
+  } else {
+    QuantizeActsT<false>(x, t0, t1, code_offset, a);
   }
 }
 

@@ -374,53 +374,125 @@ void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_
 }
 
 // ---- activation quantization (bit-identical to QuantizeActs) -------------------------------------------
-PARALLM_INLINE int32_t HSumI(__m256i v) {
-  __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4E));
-  x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1));
-  return _mm_cvtsi128_si32(x);
+// 8 blocks at a time, as the AVX-512 quantizer does 16: each block's max and int sums are one lane of a transposed
+// reduction, and one vector division serves the 8 scales (one block at a time, the horizontal steps and scalar
+// divisions were most of the work: `kernels_bench --benchmark_filter=QuantizeActs/avx2` read 107-115 M blocks/s
+// then, 199-236 M now).
+//
+// Lane j of the result is op's reduction of the 8 lanes of v[kLaneBlock8[j]]: three rounds of pairwise shuffles. The
+// rounds leave vector i's result in lane 4 (i % 2) + i / 2; filling v in kLaneBlock8's order (that map's inverse)
+// puts block j's in lane j.
+constexpr int kLaneBlock8[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
+template <class Op>
+PARALLM_INLINE __m256 ReduceEach8(const __m256* v, Op op) {
+  __m256 r[4], s[2];
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j)
+    r[j] = op(_mm256_permute2f128_ps(v[2 * j], v[2 * j + 1], 0x20), _mm256_permute2f128_ps(v[2 * j], v[2 * j + 1], 0x31));
+#pragma GCC unroll 2
+  for (int j = 0; j < 2; ++j)
+    s[j] = op(_mm256_shuffle_ps(r[2 * j], r[2 * j + 1], 0x44), _mm256_shuffle_ps(r[2 * j], r[2 * j + 1], 0xEE));
+  return op(_mm256_shuffle_ps(s[0], s[1], 0x88), _mm256_shuffle_ps(s[0], s[1], 0xDD));
 }
 
-void QuantizeActs256(const float* x, int64_t t0, int64_t t1, int code_offset, QuantizedActs* a) {
+PARALLM_INLINE __m256 Max8(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }
+PARALLM_INLINE __m256 AddEpi32x8(__m256 a, __m256 b) {
+  return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b)));
+}
+
+// x * id rounded to the nearest int, at least -127 (QuantizeActs also clamps at 127, which x * id never passes:
+// |x| <= amax, so x * id <= 127 (1 + 2^-22); a NaN or infinite product converts to INT_MIN, which the max takes to
+// -127 as the clamp does).
+PARALLM_INLINE __m256i QuantizeVec8(const float* x, __m256 id) {
+  return _mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), id)), _mm256_set1_epi32(-127));
+}
+
+// kHalves: Q6_K's activations, with a correction per half-block.
+template <bool kHalves>
+void QuantizeActs256T(const float* x, int64_t t0, int64_t t1, int code_offset, QuantizedActs* a) {
   const int64_t cols = a->cols, nb = a->nb;
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // packs work per 128-bit lane
   for (int64_t t = t0; t < t1; ++t) {
     const float* xt = x + t * cols;
     int8_t* qt = a->q + t * cols;
-    for (int64_t b = 0; b < nb; ++b) {
-      const float* xb = xt + b * 32;
-      const __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8), x2 = _mm256_loadu_ps(xb + 16),
-                   x3 = _mm256_loadu_ps(xb + 24);
-      __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(x0, abs_mask), _mm256_and_ps(x1, abs_mask)),
-                               _mm256_max_ps(_mm256_and_ps(x2, abs_mask), _mm256_and_ps(x3, abs_mask)));
-      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-      const float amax = _mm_cvtss_f32(m4);
-      const float d = amax / 127.0f;
-      const float id = d != 0 ? 1.0f / d : 0.0f;
-      const __m256 vid = _mm256_set1_ps(id);
-      __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(x0, vid)), q1 = _mm256_cvtps_epi32(_mm256_mul_ps(x1, vid));
-      __m256i q2 = _mm256_cvtps_epi32(_mm256_mul_ps(x2, vid)), q3 = _mm256_cvtps_epi32(_mm256_mul_ps(x3, vid));
-      q0 = _mm256_max_epi32(_mm256_min_epi32(q0, hi), lo);
-      q1 = _mm256_max_epi32(_mm256_min_epi32(q1, hi), lo);
-      q2 = _mm256_max_epi32(_mm256_min_epi32(q2, hi), lo);
-      q3 = _mm256_max_epi32(_mm256_min_epi32(q3, hi), lo);
-      // packs work per 128-bit lane; the final dword permute restores column order.
-      const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qt + b * 32), _mm256_permutevar8x32_epi32(p, order));
-      const int32_t s0 = HSumI(_mm256_add_epi32(q0, q1)), s1 = HSumI(_mm256_add_epi32(q2, q3));
-      a->d[t * nb + b] = d;
-      a->ds[t * nb + b] = d * static_cast<float>(s0 + s1);
-      if (a->subs == 1) {
-        a->corr[t * nb + b] = -code_offset * (s0 + s1);
+    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+      const int k = static_cast<int>(std::min<int64_t>(8, nb - b0));  // blocks in this group
+      const float* xg = xt + b0 * 32;
+      __m256 m[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const int b = kLaneBlock8[j];
+        if (b >= k) {
+          m[j] = _mm256_setzero_ps();
+          continue;
+        }
+        const float* xb = xg + b * 32;
+        m[j] = _mm256_max_ps(
+            _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xb), abs_mask), _mm256_and_ps(_mm256_loadu_ps(xb + 8), abs_mask)),
+            _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xb + 16), abs_mask),
+                          _mm256_and_ps(_mm256_loadu_ps(xb + 24), abs_mask)));
+      }
+      const __m256 d = _mm256_div_ps(ReduceEach8(m, Max8), _mm256_set1_ps(127.0f));
+      const __m256 nonzero = _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_NEQ_UQ);
+      alignas(32) float id[8];
+      _mm256_store_ps(id, _mm256_and_ps(nonzero, _mm256_div_ps(_mm256_set1_ps(1.0f), d)));
+      // Per block the sums of its two halves (sum0, sum1: Q6_K's corrections), or of the whole block (sum0).
+      __m256 sum0[8], sum1[kHalves ? 8 : 1];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const int b = kLaneBlock8[j];
+        if (b >= k) {
+          sum0[j] = _mm256_setzero_ps();
+          if constexpr (kHalves) sum1[j] = _mm256_setzero_ps();
+          continue;
+        }
+        const float* xb = xg + b * 32;
+        const __m256 vid = _mm256_set1_ps(id[b]);
+        const __m256i q0 = QuantizeVec8(xb, vid), q1 = QuantizeVec8(xb + 8, vid);
+        const __m256i q2 = QuantizeVec8(xb + 16, vid), q3 = QuantizeVec8(xb + 24, vid);
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(qt + (b0 + b) * 32), _mm256_permutevar8x32_epi32(p, order));
+        const __m256i h0 = _mm256_add_epi32(q0, q1), h1 = _mm256_add_epi32(q2, q3);
+        if constexpr (kHalves) {
+          sum0[j] = _mm256_castsi256_ps(h0);
+          sum1[j] = _mm256_castsi256_ps(h1);
+        } else {
+          sum0[j] = _mm256_castsi256_ps(_mm256_add_epi32(h0, h1));
+        }
+      }
+      const __m256i s0 = _mm256_castps_si256(ReduceEach8(sum0, AddEpi32x8));
+      __m256i s1 = _mm256_setzero_si256();
+      if constexpr (kHalves) s1 = _mm256_castps_si256(ReduceEach8(sum1, AddEpi32x8));
+      const __m256i s = _mm256_add_epi32(s0, s1);
+      const __m256i neg_offset = _mm256_set1_epi32(-code_offset);
+      alignas(32) float d_out[8], ds_out[8];
+      alignas(32) int32_t c0[8], c1[8];
+      _mm256_store_ps(d_out, d);
+      _mm256_store_ps(ds_out, _mm256_mul_ps(d, _mm256_cvtepi32_ps(s)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(c0), _mm256_mullo_epi32(neg_offset, kHalves ? s0 : s));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(c1), _mm256_mullo_epi32(neg_offset, s1));
+      const int64_t o = t * nb + b0;
+      std::memcpy(a->d + o, d_out, static_cast<size_t>(k) * 4);
+      std::memcpy(a->ds + o, ds_out, static_cast<size_t>(k) * 4);
+      if constexpr (kHalves) {
+        for (int b = 0; b < k; ++b) {
+          a->corr[(o + b) * 2] = c0[b];
+          a->corr[(o + b) * 2 + 1] = c1[b];
+        }
       } else {
-        a->corr[(t * nb + b) * 2] = -code_offset * s0;
-        a->corr[(t * nb + b) * 2 + 1] = -code_offset * s1;
+        std::memcpy(a->corr + o, c0, static_cast<size_t>(k) * 4);
       }
     }
+  }
+}
+
+void QuantizeActs256(const float* x, int64_t t0, int64_t t1, int code_offset, QuantizedActs* a) {
+  if (a->subs == 2) {
+    QuantizeActs256T<true>(x, t0, t1, code_offset, a);
+  } else {
+    QuantizeActs256T<false>(x, t0, t1, code_offset, a);
   }
 }
 

@@ -684,7 +684,8 @@ TEST_F(MatMulTest, GroupedGatherEqualsGroupedOverCopies) {
 
 // Each path's activation quantizer equals the shared QuantizeActs bit for bit (codes, scales, d * sums and
 // corrections), for row lengths around the AVX-512 quantizer's groups of 16 blocks, Q6_K's half-block corrections,
-// a token range that starts past the first row, and blocks of zeros, of one value, tiny, huge and denormal values.
+// a token range that starts past the first row and ends at a guard page, and blocks of zeros, of one value, tiny, huge
+// and denormal values.
 TEST_F(MatMulTest, QuantizedActsEqualTheSharedQuantizerEveryPath) {
   std::vector<std::pair<IsaPath, const mm::IsaKernels*>> paths;
 #if defined(__x86_64__)
@@ -715,10 +716,15 @@ TEST_F(MatMulTest, QuantizedActsEqualTheSharedQuantizerEveryPath) {
         std::vector<uint8_t> want_buf(mm::ActsBytes(kTokens, cols, subs)), got_buf(want_buf.size());
         mm::QuantizedActs want = mm::CarveActs(want_buf.data(), kTokens, cols, subs);
         mm::QuantizeActs(x.data(), 1, kTokens, offset, &want);
+        // The paths read x from a copy that ends against a guard page: a load past the last row faults.
+        std::vector<uint8_t> x_bytes(x.size() * 4);
+        std::memcpy(x_bytes.data(), x.data(), x_bytes.size());
+        const GuardedCopy guarded(x_bytes);
+        const float* x_guarded = reinterpret_cast<const float*>(guarded.data());
         for (const auto& [path, kernels] : paths) {
           std::fill(got_buf.begin(), got_buf.end(), uint8_t{0});
           mm::QuantizedActs got = mm::CarveActs(got_buf.data(), kTokens, cols, subs);
-          kernels->quantize_acts(x.data(), 1, kTokens, offset, &got);
+          kernels->quantize_acts(x_guarded, 1, kTokens, offset, &got);
           const std::string what = std::string(IsaName(path)) + " cols " + std::to_string(cols) + " subs " +
                                    std::to_string(subs) + " offset " + std::to_string(offset);
           const size_t t1 = static_cast<size_t>(kTokens);

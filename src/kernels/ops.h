@@ -56,6 +56,9 @@ void Softmax(float* x, int64_t n);
 // Vectorized 16 values at a time, the same operations per value as the scalar twin.
 void WeightedRowSum(const float* const* rows, const float* w, int n_rows, int64_t n, float* out);
 
+// x[i] += y[i] for i < n (a residual add, a bias): vectorized 16 values at a time. x and y do not overlap.
+void AddInPlace(float* x, const float* y, int64_t n);
+
 namespace ref {
 // SiluMul with std::exp, one value at a time.
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);

@@ -1,6 +1,7 @@
 // Elementwise kernels against their scalar twins: the polynomial exp stays within a few ulp of std::exp over
-// the range activations take, SiluMul and GeluTanhMul match their twins on ragged lengths, in place too, and
-// SoftCap bends large values only; RoPE rotates each pair by its position's angles.
+// the range activations take, SiluMul and GeluTanhMul match their twins on ragged lengths, in place too, the
+// vectorized add and RMSNorm match plain arithmetic, and SoftCap bends large values only; RoPE rotates each pair by
+// its position's angles.
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -45,6 +46,51 @@ TEST(WeightedRowSum, MatchesTheScalarTwinOnRaggedLengths) {
       WeightedRowSum(rows.data(), w.data(), n_rows, n, got.data());
       for (int64_t i = 0; i < n; ++i)
         ASSERT_EQ(std::memcmp(&want[i], &got[i], 4), 0) << "n " << n << " rows " << n_rows << " at " << i;
+    }
+  }
+}
+
+// The vectorized add equals a plain add bit for bit on ragged lengths (blocks of 16 and the tail).
+TEST(AddInPlace, EqualsAPlainAddOnRaggedLengths) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  for (int64_t n : {1, 15, 16, 17, 33, 896, 1000}) {
+    std::vector<float> x(static_cast<size_t>(n)), y(x.size());
+    for (float& v : x) v = dist(rng);
+    for (float& v : y) v = dist(rng);
+    std::vector<float> got = x;
+    AddInPlace(got.data(), y.data(), n);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = x[i] + y[i];
+      ASSERT_EQ(std::memcmp(&want, &got[i], 4), 0) << "n " << n << " at " << i;
+    }
+  }
+}
+
+// RMSNorm: each row is x * (1 / sqrt(mean(x^2) + eps)) * w to float rounding, the same bits in place and out of
+// place, and the same whether a row is normalized alone or among others (dims around the 16-value blocks).
+TEST(RmsNorm, MatchesTheFormulaInPlaceAndRowByRow) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  for (int64_t dim : {7, 16, 33, 64, 896}) {
+    constexpr int64_t kRows = 3;
+    std::vector<float> x(static_cast<size_t>(kRows * dim)), w(static_cast<size_t>(dim));
+    for (float& v : x) v = dist(rng);
+    for (float& v : w) v = 1.0f + 0.1f * dist(rng);
+    std::vector<float> y(x.size()), in_place = x, alone(static_cast<size_t>(dim));
+    RmsNorm(x.data(), w.data(), 1e-6f, kRows, dim, y.data());
+    RmsNorm(in_place.data(), w.data(), 1e-6f, kRows, dim, in_place.data());
+    ASSERT_EQ(std::memcmp(y.data(), in_place.data(), y.size() * 4), 0) << "dim " << dim;
+    for (int64_t r = 0; r < kRows; ++r) {
+      RmsNorm(x.data() + r * dim, w.data(), 1e-6f, 1, dim, alone.data());
+      ASSERT_EQ(std::memcmp(alone.data(), y.data() + r * dim, alone.size() * 4), 0) << "dim " << dim << " row " << r;
+      double ss = 0;
+      for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(x[r * dim + i]) * x[r * dim + i];
+      const double scale = 1.0 / std::sqrt(ss / static_cast<double>(dim) + 1e-6);
+      for (int64_t i = 0; i < dim; ++i) {
+        const double want = x[r * dim + i] * scale * w[i];
+        ASSERT_NEAR(y[r * dim + i], want, 4e-7 * std::fabs(want) + 1e-30) << "dim " << dim << " at " << i;
+      }
     }
   }
 }

@@ -60,22 +60,50 @@ void RopeCosSin(int rotary_dim, int64_t position, const float* inv_freq, float* 
 
 namespace {
 
-// One head's rotation: head by head and pair by pair, so the pairs of a head vectorize (kHalf's halves are contiguous;
-// the interleaved pairs load strided). Each value's operations (a product, a product, a difference or a sum; no
-// contraction in this file) are the same in every lane and in the scalar tail.
+// One head's rotation, 16 pairs at a time through local blocks (GCC 12 at -O2 vectorizes no loop that needs an alias
+// check or a remainder, and the plain pair loop ran one value at a time), then the remaining pairs one by one. Each
+// value's operations (a product, a product, a difference or a sum; no contraction in this file) are the same in
+// every lane, in the tail and on every clone. kHalf's halves are contiguous; interleaved pairs are read 32 values
+// at a time and split in the block.
 inline __attribute__((always_inline)) void RotateHeads(float* x, int n_heads, int head_dim, int half,
                                                        const float* __restrict cs, const float* __restrict sn,
                                                        RopeStyle style) {
+  constexpr int kBlock = 16;
   for (int h = 0; h < n_heads; ++h) {
-    float* __restrict head = x + static_cast<int64_t>(h) * head_dim;
+    float* head = x + static_cast<int64_t>(h) * head_dim;
+    int i = 0;
     if (style == RopeStyle::kHalf) {
-      for (int i = 0; i < half; ++i) {
+      for (; i + kBlock <= half; i += kBlock) {
+        float a[kBlock], b[kBlock];
+        for (int l = 0; l < kBlock; ++l) {
+          const float x0 = head[i + l], x1 = head[half + i + l];
+          a[l] = x0 * cs[i + l] - x1 * sn[i + l];
+          b[l] = x0 * sn[i + l] + x1 * cs[i + l];
+        }
+        for (int l = 0; l < kBlock; ++l) {
+          head[i + l] = a[l];
+          head[half + i + l] = b[l];
+        }
+      }
+      for (; i < half; ++i) {
         const float x0 = head[i], x1 = head[half + i];
         head[i] = x0 * cs[i] - x1 * sn[i];
         head[half + i] = x0 * sn[i] + x1 * cs[i];
       }
     } else {
-      for (int i = 0; i < half; ++i) {
+      for (; i + kBlock <= half; i += kBlock) {
+        float x0[kBlock], x1[kBlock], out[2 * kBlock];
+        for (int l = 0; l < kBlock; ++l) {
+          x0[l] = head[2 * (i + l)];
+          x1[l] = head[2 * (i + l) + 1];
+        }
+        for (int l = 0; l < kBlock; ++l) {
+          out[2 * l] = x0[l] * cs[i + l] - x1[l] * sn[i + l];
+          out[2 * l + 1] = x0[l] * sn[i + l] + x1[l] * cs[i + l];
+        }
+        for (int l = 0; l < 2 * kBlock; ++l) head[2 * i + l] = out[l];
+      }
+      for (; i < half; ++i) {
         const float x0 = head[2 * i], x1 = head[2 * i + 1];
         head[2 * i] = x0 * cs[i] - x1 * sn[i];
         head[2 * i + 1] = x0 * sn[i] + x1 * cs[i];

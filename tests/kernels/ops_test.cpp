@@ -181,7 +181,7 @@ TEST(Rope, RotatesEveryPairByTheAnglesOfItsPosition) {
   struct Case {
     int head_dim, rotary_dim;
   };
-  for (const Case c : {Case{64, 64}, Case{128, 128}, Case{96, 40}, Case{80, 80}}) {
+  for (const Case c : {Case{64, 64}, Case{128, 128}, Case{96, 40}, Case{80, 80}, Case{96, 96}}) {
     for (RopeStyle style : {RopeStyle::kHalf, RopeStyle::kInterleaved}) {
       const int half = c.rotary_dim / 2, n_q = 3, n_k = 2;
       std::vector<float> inv_freq(static_cast<size_t>(half));
@@ -215,6 +215,12 @@ TEST(Rope, RotatesEveryPairByTheAnglesOfItsPosition) {
       };
       check(q0, q, n_q);
       check(k0, k, n_k);
+      // Head by head, alone, the same bits: the pairs' blocks and tail do not depend on the head count.
+      for (int h = 0; h < n_q; ++h) {
+        std::vector<float> one(q0.begin() + h * c.head_dim, q0.begin() + (h + 1) * c.head_dim);
+        ApplyRope(one.data(), 1, nullptr, 0, c.head_dim, c.rotary_dim, cs.data(), style);
+        ASSERT_EQ(std::memcmp(one.data(), q.data() + h * c.head_dim, one.size() * 4), 0) << c.head_dim << " head " << h;
+      }
     }
   }
 }

@@ -195,6 +195,17 @@ PARALLM_CLONES void AddInPlace(float* x, const float* y, int64_t n) {
   for (; i < n; ++i) x[i] += y[i];
 }
 
+PARALLM_CLONES void ReluSquared(const float* x, int64_t n, float* out) {
+  constexpr int kLanes = 16;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    float block[kLanes];
+    for (int l = 0; l < kLanes; ++l) block[l] = x[i + l] > 0.0f ? x[i + l] * x[i + l] : 0.0f;
+    for (int l = 0; l < kLanes; ++l) out[i + l] = block[l];
+  }
+  for (; i < n; ++i) out[i] = x[i] > 0.0f ? x[i] * x[i] : 0.0f;
+}
+
 namespace ref {
 void WeightedRowSum(const float* const* rows, const float* w, int n_rows, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) {

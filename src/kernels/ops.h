@@ -59,6 +59,9 @@ void WeightedRowSum(const float* const* rows, const float* w, int n_rows, int64_
 // x[i] += y[i] for i < n (a residual add, a bias): vectorized 16 values at a time. x and y do not overlap.
 void AddInPlace(float* x, const float* y, int64_t n);
 
+// out[i] = x[i] > 0 ? x[i]^2 : 0 (Nemotron-H's ungated MLPs and experts), vectorized 16 values at a time; out may be x.
+void ReluSquared(const float* x, int64_t n, float* out);
+
 namespace ref {
 // SiluMul with std::exp, one value at a time.
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);

@@ -337,7 +337,7 @@ class Model::Ops final : public LayerOps {
     if (gated) {
       Activate(g, u, A * F, pool_);
     } else {
-      for (int64_t i = 0; i < A * F; ++i) g[i] = u[i] > 0.0f ? u[i] * u[i] : 0.0f;
+      Elementwise(A * F, pool_, [&](int64_t b, int64_t e) { ReluSquared(u + b, e - b, g + b); });
     }
     products.clear();
     for (int32_t e = 0; e < E; ++e) {
@@ -406,7 +406,7 @@ class Model::Ops final : public LayerOps {
     if (w_gate.rows == 0) {
       const int64_t F = w_up.rows;
       MatMul(w_up, in, n, up, F, pool, bf16_rows);
-      for (int64_t i = 0; i < n * F; ++i) up[i] = up[i] > 0.0f ? up[i] * up[i] : 0.0f;
+      Elementwise(n * F, pool, [&](int64_t b, int64_t e) { ReluSquared(up + b, e - b, up + b); });
       MatMul(w_down, up, n, out, c_.hidden, pool, bf16_rows);
       return;
     }
@@ -449,16 +449,21 @@ class Model::Ops final : public LayerOps {
   // gate[i] = act(gate[i]) * up[i] for i < n. Elementwise (each value computed the same way whatever the split): over
   // the pool when it is large (32 tokens x 4864 is ~155K exps per layer, a few percent of a batched step on one thread).
   void Activate(float* gate, const float* up, int64_t n, ThreadPool* pool) {
-    if (n <= 0) return;
     const ActMulFn act = ActMul();
+    Elementwise(n, pool, [&](int64_t b, int64_t e) { act(gate + b, up + b, e - b, gate + b); });
+  }
+
+  // fn(b, e) over [0, n) for elementwise work, in chunks over the pool when n is large, else at once.
+  static void Elementwise(int64_t n, ThreadPool* pool, const std::function<void(int64_t, int64_t)>& fn) {
+    if (n <= 0) return;
     if (pool != nullptr && n >= 32768) {
       const int64_t chunks = std::min<int64_t>(pool->num_threads() * 4, n / 8192);
       pool->ParallelFor(chunks, [&](int64_t i, int) {
         auto [b, e] = SplitRange(n, chunks, i);
-        act(gate + b, up + b, e - b, gate + b);
+        fn(b, e);
       });
     } else {
-      act(gate, up, n, gate);
+      fn(0, n);
     }
   }
 

@@ -1,6 +1,6 @@
 // Elementwise kernels against their scalar twins: the polynomial exp stays within a few ulp of std::exp over
 // the range activations take, SiluMul and GeluTanhMul match their twins on ragged lengths, in place too, the
-// vectorized add and RMSNorm match plain arithmetic, and SoftCap bends large values only; RoPE rotates each pair by
+// vectorized add, relu^2 and RMSNorm match plain arithmetic, and SoftCap bends large values only; RoPE rotates each pair by
 // its position's angles.
 #include <cmath>
 #include <cstring>
@@ -63,6 +63,27 @@ TEST(AddInPlace, EqualsAPlainAddOnRaggedLengths) {
     for (size_t i = 0; i < x.size(); ++i) {
       const float want = x[i] + y[i];
       ASSERT_EQ(std::memcmp(&want, &got[i], 4), 0) << "n " << n << " at " << i;
+    }
+  }
+}
+
+// relu(x)^2 equals the plain expression bit for bit on ragged lengths, out of place and in place (negative values, zeros
+// and NaN give 0).
+TEST(ReluSquared, EqualsThePlainExpressionInPlaceToo) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  for (int64_t n : {1, 15, 16, 17, 100, 4864}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = dist(rng);
+    x[0] = 0.0f;
+    if (n > 2) x[2] = std::nanf("");
+    std::vector<float> got(x.size()), in_place = x;
+    ReluSquared(x.data(), n, got.data());
+    ReluSquared(in_place.data(), n, in_place.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = x[i] > 0.0f ? x[i] * x[i] : 0.0f;
+      ASSERT_EQ(std::memcmp(&want, &got[i], 4), 0) << "n " << n << " at " << i;
+      ASSERT_EQ(std::memcmp(&want, &in_place[i], 4), 0) << "n " << n << " at " << i;
     }
   }
 }

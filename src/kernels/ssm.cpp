@@ -67,11 +67,14 @@ void SsmScan(const SsmScanShape& sh, int head_begin, int head_end, const float* 
         float* s = ssm + (h * P + p) * N;
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         int64_t i = 0;
-        for (; i + 8 <= N; i += 8)
-          for (int64_t l = 0; l < 8; ++l) {
-            s[i + l] = s[i + l] * dA + dtx * bg[i + l];
-            acc[l] += s[i + l] * cg[i + l];
-          }
+        // The new state through a local block: written straight to s, the loop needed an alias check against B and
+        // C, and GCC 12 at -O2 left it scalar on every clone.
+        for (; i + 8 <= N; i += 8) {
+          float next[8];
+          for (int64_t l = 0; l < 8; ++l) next[l] = s[i + l] * dA + dtx * bg[i + l];
+          for (int64_t l = 0; l < 8; ++l) acc[l] += next[l] * cg[i + l];
+          for (int64_t l = 0; l < 8; ++l) s[i + l] = next[l];
+        }
         for (; i < N; ++i) {
           s[i] = s[i] * dA + dtx * bg[i];
           acc[0] += s[i] * cg[i];

@@ -410,9 +410,9 @@ void RunTile(int tt, const TileGroups<G>& tg, int64_t stride, int64_t nbc, const
 // divisions took most of the time (`kernels_bench --benchmark_filter=QuantizeActs/avx512`, 64 tokens: 130-139 M
 // blocks/s one block at a time, 360-387 M this way; ~2% of a batched decode step before).
 //
-// Lane j of the result is op's reduction of the 16 lanes of v[kLaneBlock[j]]: four rounds of pairwise shuffles,
-// halving the width each round. The rounds leave vector j's result in lane 4 (j % 4) + j / 4, a 4 x 4 transpose
-// that is its own inverse, so callers fill v in kLaneBlock's order and read the lanes in natural order.
+// ReduceEach16: op's reduction of the 16 lanes of v[j] lands in lane 4 (j % 4) + j / 4 of the result (four rounds of
+// pairwise shuffles, halving the width each round). That map is a 4 x 4 transpose, its own inverse: callers put block
+// kLaneBlock[j] in v[j], and lane b then holds block b's.
 constexpr int kLaneBlock[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
 
 template <class Op>

@@ -379,9 +379,9 @@ void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_
 // divisions were most of the work: `kernels_bench --benchmark_filter=QuantizeActs/avx2` read 107-115 M blocks/s
 // then, 199-236 M now).
 //
-// Lane j of the result is op's reduction of the 8 lanes of v[kLaneBlock8[j]]: three rounds of pairwise shuffles. The
-// rounds leave vector i's result in lane 4 (i % 2) + i / 2; filling v in kLaneBlock8's order (that map's inverse)
-// puts block j's in lane j.
+// ReduceEach8: op's reduction of the 8 lanes of v[j] lands in lane 4 (j % 2) + j / 2 of the result (three rounds of
+// pairwise shuffles). kLaneBlock8 is that map's inverse: callers put block kLaneBlock8[j] in v[j], and lane b then
+// holds block b's.
 constexpr int kLaneBlock8[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
 template <class Op>

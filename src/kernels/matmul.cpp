@@ -126,7 +126,7 @@ const uint16_t* ListedRowsAsTiles(const float* x, int64_t cols, std::span<const 
 
 // Each product (covered, packed for the bf16 kernel) times the token tiles xb of `rows` (the rows of `runs`), each
 // row's outputs at its own row of y. Tasks of whole pairs of row groups (a pair shares its token tiles' loads), about
-// threads * 4 in all, the row groups of all products in one parallel loop.
+// threads * 4 in all (CountTasks), the row groups of all products in one parallel loop.
 void RunBf16Products(std::span<const MatMulOut> outs, const uint16_t* xb, std::span<const int32_t> rows,
                      std::span<const RowRange> runs, ThreadPool* pool) {
   const mm::Bf16Kernels* k = Bf16KernelsHere();
@@ -140,16 +140,21 @@ void RunBf16Products(std::span<const MatMulOut> outs, const uint16_t* xb, std::s
   thread_local std::vector<Task> t_tasks;
   std::vector<Task>& tasks = t_tasks;
   tasks.clear();
-  int64_t pairs = 0;
-  for (const MatMulOut& o : outs) pairs += (o.w->rows + 31) / 32;
-  const int64_t per_task = std::max<int64_t>(1, pairs / (threads * 4));
-  for (const MatMulOut& o : outs) {
+  thread_local std::vector<TaskCut> t_cuts;
+  std::vector<TaskCut>& cuts = t_cuts;
+  cuts.clear();
+  for (const MatMulOut& o : outs) cuts.push_back(TaskCut{(o.w->rows + 31) / 32, (o.w->rows + 31) / 32});
+  CountTasks(cuts, threads * 4, threads);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const MatMulOut& o = outs[i];
     mm::QFormat fmt;
     PARALLM_CHECK(Bf16FormulaCovers(*o.w) && PackedForBf16(*o.w) && mm::QuantFormatOf(*o.w, &fmt) && o.w->cols == cols);
     const mm::Bf16Args args{o.w,        fmt,         xb, n, one_run ? o.y + runs[0].begin * o.y_stride : o.y,
                             o.y_stride, one_run ? nullptr : rows.data()};
-    for (int64_t r0 = 0; r0 < o.w->rows; r0 += per_task * 32)
-      tasks.push_back(Task{args, r0, std::min(o.w->rows, r0 + per_task * 32)});
+    for (int64_t t = 0; t < cuts[i].n; ++t) {
+      const auto [p0, p1] = SplitRange(cuts[i].units, cuts[i].n, t);
+      tasks.push_back(Task{args, p0 * 32, std::min(o.w->rows, p1 * 32)});
+    }
   }
   const size_t scratch_bytes = k->scratch_bytes(cols);
   ParallelTasks(pool, static_cast<int64_t>(tasks.size()), [&](int64_t t, int) {
@@ -286,10 +291,13 @@ void GatedMlpBf16(const MatrixView& gate, const MatrixView& up, const MatrixView
   PARALLM_CHECK(mm::QuantFormatOf(gate, &fmt));
   const mm::GatedBf16Args args{&gate, &up, fmt, xb, n, act, h};
   const int threads = pool ? pool->num_threads() : 1;
-  const int64_t groups = gate.rows / 16, per_task = std::max<int64_t>(1, groups / (threads * 4));
+  const int64_t groups = gate.rows / 16;
+  TaskCut cut{groups, groups};
+  CountTasks(std::span<TaskCut>(&cut, 1), threads * 4, threads);
   const size_t scratch_bytes = k->scratch_bytes(gate.cols);
-  ParallelTasks(pool, (groups + per_task - 1) / per_task, [&](int64_t t, int) {
-    k->gated_rows(args, t * per_task, std::min(groups, (t + 1) * per_task), t_scratch.Get(scratch_bytes));
+  ParallelTasks(pool, cut.n, [&](int64_t t, int) {
+    const auto [g0, g1] = SplitRange(groups, cut.n, t);
+    k->gated_rows(args, g0, g1, t_scratch.Get(scratch_bytes));
   });
   const MatMulOut out{&down, y, y_stride};
   RunBf16Products(std::span<const MatMulOut>(&out, 1), h, t_rows, rows, pool);
@@ -563,7 +571,7 @@ void GroupedGather(std::span<const MatMulGroupOut> outs, const float* x, int64_t
                 k->quant_rows_packed != nullptr;
   }
 
-  // Row-group tasks over all the products, about threads * 8 of them in all (weighted by tokens, so an expert with
+  // Row-group tasks over all the products, about threads * 8 in all (CountTasks: weighted by tokens, so an expert with
   // many tokens is cut finer; whole pairs of groups where the kernel tiles pairs), claimed dynamically. Gated: the
   // tasks are gate's, each running up's same rows too.
   struct Task {
@@ -571,20 +579,26 @@ void GroupedGather(std::span<const MatMulGroupOut> outs, const float* x, int64_t
     int64_t r0, r1;
   };
   thread_local std::vector<Task> task_list;
+  thread_local std::vector<TaskCut> cut_list;
+  thread_local std::vector<int64_t> unit_list;  // row groups per unit: 2 where the kernel tiles pairs
   task_list.clear();
   const size_t n_tasked = gated != nullptr ? 1 : n_outs;
-  int64_t total_work = 0;
-  for (size_t i = 0; i < n_tasked; ++i)
-    if (outs[i].n_tokens > 0) total_work += (outs[i].w->rows + rg - 1) / rg * outs[i].n_tokens;
-  const int64_t per_task_work = threads <= 1 ? total_work : std::max<int64_t>(1, (total_work + threads * 8 - 1) / (threads * 8));
+  cut_list.assign(n_tasked, TaskCut{});
+  unit_list.assign(n_tasked, 1);
   for (size_t i = 0; i < n_tasked; ++i) {
     const MatMulGroupOut& o = outs[i];
     if (o.w->rows <= 0 || o.n_tokens <= 0) continue;
     const int64_t groups = (o.w->rows + rg - 1) / rg;
-    int64_t per_task = std::max<int64_t>(1, per_task_work / o.n_tokens);
-    if (packed[i] && k->pair_tokens > 0 && o.n_tokens >= k->pair_tokens) per_task += per_task & 1;
-    for (int64_t g0 = 0; g0 < groups; g0 += per_task)
-      task_list.push_back(Task{static_cast<int>(i), g0 * rg, std::min(o.w->rows, std::min(groups, g0 + per_task) * rg)});
+    if (packed[i] && k->pair_tokens > 0 && o.n_tokens >= k->pair_tokens) unit_list[i] = 2;
+    cut_list[i] = TaskCut{(groups + unit_list[i] - 1) / unit_list[i], groups * o.n_tokens};
+  }
+  CountTasks(cut_list, threads <= 1 ? 1 : threads * 8, threads);
+  for (size_t i = 0; i < n_tasked; ++i) {
+    const int64_t unit_rows = unit_list[i] * rg;
+    for (int64_t t = 0; t < cut_list[i].n; ++t) {
+      const auto [u0, u1] = SplitRange(cut_list[i].units, cut_list[i].n, t);
+      task_list.push_back(Task{static_cast<int>(i), u0 * unit_rows, std::min(outs[i].w->rows, u1 * unit_rows)});
+    }
   }
   const std::vector<Task>& tl = task_list;
   const size_t scratch_bytes = k->scratch_bytes(max_tokens, cols);

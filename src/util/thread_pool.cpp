@@ -2,7 +2,9 @@
 // then sleep on a condition variable so an idle process uses no CPU.
 #include "util/thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -93,6 +95,27 @@ void ThreadPool::WorkerLoop(int thread) {
     }
     RunTasks(thread);
     active_workers_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void CountTasks(std::span<TaskCut> parts, int64_t target, int threads) {
+  int64_t total_work = 0, n_total = 0;
+  size_t largest = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    total_work += std::max<int64_t>(parts[i].work, 0);
+    if (parts[i].work > parts[largest].work) largest = i;
+  }
+  for (TaskCut& p : parts) {
+    p.n = p.work <= 0 || p.units <= 0
+              ? 0
+              : std::clamp<int64_t>(std::llround(static_cast<double>(p.work) * static_cast<double>(target) /
+                                                 static_cast<double>(total_work)),
+                                    1, p.units);
+    n_total += p.n;
+  }
+  if (threads > 1 && n_total % threads != 0) {
+    TaskCut& p = parts[largest];
+    p.n = std::min(p.units, p.n + threads - n_total % threads);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -49,5 +50,18 @@ inline std::pair<int64_t, int64_t> SplitRange(int64_t n, int64_t parts, int64_t 
   int64_t begin = part * base + (part < extra ? part : extra);
   return {begin, begin + base + (part < extra ? 1 : 0)};
 }
+
+// One part of a parallel loop cut into tasks (CountTasks): `units` of work (a matrix's row groups, say) costing `work`
+// in all, cut into `n` tasks. Task t covers units SplitRange(units, n, t): equal within one unit, the larger first.
+struct TaskCut {
+  int64_t units = 0, work = 0, n = 0;
+};
+
+// Sets each part's n: about `target` tasks in all, each part's share by its work (at least one task, at most one per
+// unit, none without work or units), the count made a multiple of `threads` where the part with the most work has
+// units to spare. Equal tasks claimed dynamically let the threads finish together; cut at a fixed size instead, the
+// last task was a remainder (a 64-sequence decode step's gated MLP: 15 tasks and a fifth, so one thread waited most
+// of a task, ~3% of the step).
+void CountTasks(std::span<TaskCut> parts, int64_t target, int threads);
 
 }  // namespace parallm

@@ -625,7 +625,8 @@ void Model::AddPromptRuns(const ForwardBatch& batch, const SequenceSlice& seq, i
 
 // Causal grouped-query attention for every token, split into tasks across threads: one per KV head and run of
 // consecutive tokens of one sequence (a prefill chunk goes in runs of kAttentionTokenBlock tokens, which read each
-// key and value row once per run; a decode token alone), heaviest first so that the threads finish together. Each
+// key and value row once per run; a decode token alone, or with all its KV heads where there are enough decode
+// tokens, see below), heaviest first so that the threads finish together. Each
 // token reads keys and values through its sequence's block table, and its result depends only on that token's
 // sequence (PagedAttentionTokens gives a token the same bits in any run as alone), whatever the batch or the split.
 // A prompt's rows that take the bf16 formula (PromptRows) take PromptAttention where the layer's shape allows, in as
@@ -658,6 +659,22 @@ void Model::Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, 
       i += n;
     }
   }
+  // A decode token's KV heads in one task where there are decode tokens enough to keep the threads busy (4 a thread):
+  // a slot holds every head's row side by side, so the core that reads a block then takes its lines whole (the next
+  // head's rows arrive with the hardware's prefetch), where two cores had read alternate rows of the same blocks at
+  // once. PagedAttention over 24 layers' f16 caches, 64 sequences, 2 threads (a throwaway timing): 8-18% less time
+  // at 128-1024 positions. With fewer decode tokens a task per head keeps the threads busy.
+  const int64_t decode_runs = std::count_if(attention_runs_.begin(), attention_runs_.end(),
+                                            [](const AttentionRun& r) { return !r.prompt && r.num_tokens == 1; });
+  if (c.n_kv_heads > 1 && decode_runs >= int64_t{4} * n_threads * c.n_kv_heads) {
+    std::erase_if(attention_runs_,
+                  [](const AttentionRun& r) { return !r.prompt && r.num_tokens == 1 && r.kv_head > 0; });
+    for (AttentionRun& r : attention_runs_) {
+      if (r.prompt || r.num_tokens != 1) continue;
+      r.kv_heads = c.n_kv_heads;
+      r.cost *= c.n_kv_heads;
+    }
+  }
   std::stable_sort(attention_runs_.begin(), attention_runs_.end(),
                    [](const AttentionRun& a, const AttentionRun& b) { return a.cost > b.cost; });
 
@@ -681,12 +698,13 @@ void Model::Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, 
     const int64_t scratch = run.num_tokens == 1 ? PagedAttentionScratchSize(shape, n_ctx)
                                                 : PagedAttentionTokensScratchSize(shape, n_ctx_last, run.num_tokens);
     if (static_cast<int64_t>(scores.size()) < scratch) scores.resize(static_cast<size_t>(scratch));
+    const int kv_end = run.kv_head + run.kv_heads;
     if (run.num_tokens == 1) {
-      PagedAttention(q_.data() + t * Q, shape, view, seq.block_table, n_ctx, run.kv_head, run.kv_head + 1, scores,
+      PagedAttention(q_.data() + t * Q, shape, view, seq.block_table, n_ctx, run.kv_head, kv_end, scores,
                      attn_.data() + t * Q);
     } else {
       PagedAttentionTokens(q_.data() + t * Q, Q, shape, view, seq.block_table, n_ctx, run.num_tokens, run.kv_head,
-                           run.kv_head + 1, scores, attn_.data() + t * Q, Q);
+                           kv_end, scores, attn_.data() + t * Q, Q);
     }
   };
   const int64_t n_tasks = static_cast<int64_t>(attention_runs_.size());

@@ -128,8 +128,9 @@ class Model {
   // first (Model::Attention).
   struct AttentionRun {
     int32_t first_token, num_tokens, kv_head;
-    int64_t cost;  // positions read over the run's tokens
+    int64_t cost;  // positions read over the run's tokens and heads
     bool prompt = false;  // PromptAttention's formula
+    int32_t kv_heads = 1;  // KV heads [kv_head, kv_head + kv_heads), one after another
   };
   std::vector<AttentionRun> attention_runs_;
 };

@@ -77,6 +77,44 @@ void ExpectMixedBatchEqualsAlone(Model* model) {
   for (size_t s = 0; s < seqs.size(); ++s) EXPECT_EQ(together[s], alone[s]) << "sequence " << s;
 }
 
+// Ten sequences decoding in one step with threads, enough that each decode token's KV heads share one task
+// (Model::Attention), beside an eleventh sequence's prompt, against each alone.
+void ExpectManyDecodeTokensEqualAlone(Model* model) {
+  ASSERT_NE(model, nullptr);
+  ThreadPool pool(2);
+  constexpr int kSeqs = 11, kBlocks = 48;
+  std::vector<int32_t> free_blocks(kBlocks);
+  for (int b = 0; b < kBlocks; ++b) free_blocks[static_cast<size_t>(b)] = (b * 29) % kBlocks;  // scattered
+  std::vector<Seq> seqs(kSeqs);
+  for (int s = 0; s < kSeqs; ++s) {
+    const int n = 5 + (s * 7) % 8;  // 5 to 12 tokens
+    for (int i = 0; i < n; ++i) seqs[static_cast<size_t>(s)].tokens.push_back((s * 131 + i * 17) % 500 + 1);
+    for (int b = 0; b < (n + kBlock - 1) / kBlock; ++b) {
+      seqs[static_cast<size_t>(s)].blocks.push_back(free_blocks.back());
+      free_blocks.pop_back();
+    }
+  }
+  std::vector<std::vector<float>> alone;
+  for (const Seq& s : seqs) {
+    PagedKvStorage kv(model->KvShape(kBlocks, kBlock));
+    const int n = static_cast<int>(s.tokens.size());
+    RunBatch(*model, kv, {s}, {{0, n - 1}}, nullptr);
+    alone.push_back(RunBatch(*model, kv, {s}, {{n - 1, n}}, nullptr)[0]);
+  }
+  PagedKvStorage kv(model->KvShape(kBlocks, kBlock));
+  std::vector<std::pair<int, int>> prompts, step;
+  for (int s = 0; s + 1 < kSeqs; ++s) {
+    const int n = static_cast<int>(seqs[static_cast<size_t>(s)].tokens.size());
+    prompts.push_back({0, n - 1});
+    step.push_back({n - 1, n});
+  }
+  std::vector<Seq> decoding(seqs.begin(), seqs.end() - 1);
+  RunBatch(*model, kv, decoding, prompts, &pool);
+  step.push_back({0, static_cast<int>(seqs.back().tokens.size())});  // the last sequence's whole prompt
+  auto together = RunBatch(*model, kv, seqs, step, &pool);
+  for (size_t s = 0; s < seqs.size(); ++s) EXPECT_EQ(together[s], alone[s]) << "sequence " << s;
+}
+
 class BatchInvariance : public ::testing::TestWithParam<std::tuple<Arch, DType>> {};
 
 TEST_P(BatchInvariance, MixedBatchEqualsAlone) {
@@ -85,6 +123,14 @@ TEST_P(BatchInvariance, MixedBatchEqualsAlone) {
   options.arch = arch;
   options.gguf_type = type;
   ExpectMixedBatchEqualsAlone(testing::TinyModel(options, ArchName(arch) + std::string(Name(type))).get());
+}
+
+TEST_P(BatchInvariance, ManyDecodeTokensEqualAlone) {
+  auto [arch, type] = GetParam();
+  testing::TinyModelOptions options;
+  options.arch = arch;
+  options.gguf_type = type;
+  ExpectManyDecodeTokensEqualAlone(testing::TinyModel(options, ArchName(arch) + std::string(Name(type))).get());
 }
 
 // The families with their own blocks and RoPE, with sliding windows shorter than every prompt (5 positions; the

@@ -115,23 +115,21 @@ void ExpectManyDecodeTokensEqualAlone(Model* model) {
   for (size_t s = 0; s < seqs.size(); ++s) EXPECT_EQ(together[s], alone[s]) << "sequence " << s;
 }
 
-class BatchInvariance : public ::testing::TestWithParam<std::tuple<Arch, DType>> {};
+class BatchInvariance : public ::testing::TestWithParam<std::tuple<Arch, DType>> {
+ protected:
+  // The tiny model of the parameters' family, its weights stored as their type.
+  static auto Tiny(std::tuple<Arch, DType> param) {
+    auto [arch, type] = param;
+    testing::TinyModelOptions options;
+    options.arch = arch;
+    options.gguf_type = type;
+    return testing::TinyModel(options, ArchName(arch) + std::string(Name(type)));
+  }
+};
 
-TEST_P(BatchInvariance, MixedBatchEqualsAlone) {
-  auto [arch, type] = GetParam();
-  testing::TinyModelOptions options;
-  options.arch = arch;
-  options.gguf_type = type;
-  ExpectMixedBatchEqualsAlone(testing::TinyModel(options, ArchName(arch) + std::string(Name(type))).get());
-}
+TEST_P(BatchInvariance, MixedBatchEqualsAlone) { ExpectMixedBatchEqualsAlone(Tiny(GetParam()).get()); }
 
-TEST_P(BatchInvariance, ManyDecodeTokensEqualAlone) {
-  auto [arch, type] = GetParam();
-  testing::TinyModelOptions options;
-  options.arch = arch;
-  options.gguf_type = type;
-  ExpectManyDecodeTokensEqualAlone(testing::TinyModel(options, ArchName(arch) + std::string(Name(type))).get());
-}
+TEST_P(BatchInvariance, ManyDecodeTokensEqualAlone) { ExpectManyDecodeTokensEqualAlone(Tiny(GetParam()).get()); }
 
 // The families with their own blocks and RoPE, with sliding windows shorter than every prompt (5 positions; the
 // prompts have 7 to 13 tokens), LongRoPE switching to its long factors past 8 positions, partial rotary.

@@ -20,7 +20,8 @@
 //
 // PagedAttention/<isa>[/f16|/bf16|/int8][/3b]/ctx:<n_ctx>/seqs:<n>: one decode token per sequence, 14 query / 2 KV
 // heads, head_dim 64 (/3b: Llama 3.2 3B's 24 / 8 heads, head_dim 128), blocks of 16 positions; keys and values in f32,
-// or stored as f16, bf16 or int8 (--kv-cache-dtype).
+// or stored as f16, bf16 or int8 (--kv-cache-dtype). .../threads:2/heads:<apart|together>: over two threads, a task
+// per sequence and KV head or per sequence (see BM_PagedAttention).
 // PagedAttentionPrefill/...: a prefill chunk's tokens one by one, in runs (PagedAttentionTokens), or as a prompt's
 // bf16 rows (PromptAttention, bf16/...: on AMX tiles, or as AVX512-BF16 pairs where there is no AMX).
 //
@@ -250,7 +251,12 @@ constexpr AttnHeads kLlama3bHeads{"3b", 24, 8, 128};
 // (n_ctx KiB on the 0.5B shape in f32) stay in cache across iterations: the kernel's compute ceiling. 64 sequences of
 // 512 (32 MiB in f32, 16 MiB in f16) fit a large L3; 512 sequences of 256 (128 MiB in f32, 64 MiB in f16) do not: the
 // batched-decode case, where every key and value row comes from memory as in a step over all of a model's layers.
-void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int seqs, KvDtype dtype, AttnHeads heads) {
+// With a pool (threads > 1) the sequences are split as Model::Attention splits a step's decode tokens: a task per
+// sequence and KV head (heads:apart), or per sequence with its heads one after another (heads:together, its split
+// where there are many decode tokens).
+enum class HeadSplit { kSerial, kApart, kTogether };
+void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int seqs, KvDtype dtype, AttnHeads heads,
+                       HeadSplit split) {
   if (!SetPagedAttentionLanes(lanes)) {
     state.SkipWithError("path not supported on this CPU");
     return;
@@ -269,12 +275,20 @@ void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int se
   std::shuffle(order.begin(), order.end(), rng);
   std::vector<float> q(static_cast<size_t>(seqs * q_floats)), out(q.size());
   for (float& v : q) v = dist(rng);
-  std::vector<float> scratch(static_cast<size_t>(PagedAttentionScratchSize(shape, n_ctx)));
+  ThreadPool pool(split == HeadSplit::kSerial ? 1 : 2);
+  std::vector<std::vector<float>> scratch(
+      2, std::vector<float>(static_cast<size_t>(PagedAttentionScratchSize(shape, n_ctx))));
+  const int heads_per_task = split == HeadSplit::kApart ? 1 : n_kv_heads;
+  const int tasks_per_seq = n_kv_heads / heads_per_task;
+  auto task = [&](int64_t t, int thread) {
+    const int64_t s = t / tasks_per_seq;
+    const int h0 = static_cast<int>(t % tasks_per_seq) * heads_per_task;
+    const std::span<const int32_t> table(order.data() + s * blocks_per_seq, static_cast<size_t>(blocks_per_seq));
+    PagedAttention(q.data() + s * q_floats, shape, kv, table, n_ctx, h0, h0 + heads_per_task,
+                   scratch[static_cast<size_t>(thread)], out.data() + s * q_floats);
+  };
   for (auto _ : state) {
-    for (int s = 0; s < seqs; ++s) {
-      const std::span<const int32_t> table(order.data() + s * blocks_per_seq, static_cast<size_t>(blocks_per_seq));
-      PagedAttention(q.data() + s * q_floats, shape, kv, table, n_ctx, 0, n_kv_heads, scratch, out.data() + s * q_floats);
-    }
+    pool.ParallelFor(int64_t{seqs} * tasks_per_seq, task);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -470,10 +484,20 @@ void RegisterAttention() {
           const std::string shape = *heads.name == '\0' ? "" : "/" + std::string(heads.name);
           const std::string name = std::string("PagedAttention/") + isa + type + shape + "/ctx:" +
                                    std::to_string(n_ctx) + "/seqs:" + std::to_string(seqs);
-          benchmark::RegisterBenchmark(name.c_str(), BM_PagedAttention, lanes, n_ctx, seqs, dtype, heads)
+          benchmark::RegisterBenchmark(name.c_str(), BM_PagedAttention, lanes, n_ctx, seqs, dtype, heads,
+                                       HeadSplit::kSerial)
               ->Unit(benchmark::kMicrosecond);
         }
   }
+  // The out-of-cache case in f16 over two threads, both splits of a step's decode tokens.
+  for (const AttnHeads& heads : {kQwen05bHeads, kLlama3bHeads})
+    for (auto [split, split_name] : {std::pair{HeadSplit::kApart, "apart"}, std::pair{HeadSplit::kTogether, "together"}}) {
+      const std::string shape = *heads.name == '\0' ? "" : "/" + std::string(heads.name);
+      const std::string name = "PagedAttention/avx512/f16" + shape + "/ctx:256/seqs:512/threads:2/heads:" + split_name;
+      benchmark::RegisterBenchmark(name.c_str(), BM_PagedAttention, 16, 256, 512, KvDtype::kF16, heads, split)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    }
 }
 
 // PagedAttentionPrefill/<isa>[/f16|/bf16|/int8]/ctx:<n_ctx>/tokens:<n>/<alone|runs>, and

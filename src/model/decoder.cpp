@@ -662,8 +662,9 @@ void Model::Attention(const ForwardBatch& batch, int layer, PagedKvStorage& kv, 
   // A decode token's KV heads in one task where there are decode tokens enough to keep the threads busy (4 a thread):
   // a slot holds every head's row side by side, so the core that reads a block then takes its lines whole (the next
   // head's rows arrive with the hardware's prefetch), where two cores had read alternate rows of the same blocks at
-  // once. PagedAttention over 24 layers' f16 caches, 64 sequences, 2 threads (a throwaway timing): 8-18% less time
-  // at 128-1024 positions. With fewer decode tokens a task per head keeps the threads busy.
+  // once: `kernels_bench --benchmark_filter='PagedAttention/avx512/f16(/3b)?/ctx:256/seqs:512/threads'` reads 23%
+  // (16% on the 3B shape) less time with the heads together. With fewer decode tokens a task per head keeps the
+  // threads busy.
   const int64_t decode_runs = std::count_if(attention_runs_.begin(), attention_runs_.end(),
                                             [](const AttentionRun& r) { return !r.prompt && r.num_tokens == 1; });
   if (c.n_kv_heads > 1 && decode_runs >= int64_t{4} * n_threads * c.n_kv_heads) {

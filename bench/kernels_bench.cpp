@@ -190,52 +190,40 @@ void BM_MatMul(benchmark::State& state, WType t, IsaPath isa, Shape s, int64_t n
 }
 
 // A paged KV cache of n_blocks blocks with random keys and values (drawn from rng), stored as `dtype` as the cache
-// stores it (bf16 or int8 rows; int8 with one scale per slot and KV head); view() is what the kernels read.
+// stores it (f32, 16-bit or int8 rows; int8 with one scale per slot and KV head) on huge pages, as the engine's cache
+// is (ZeroedPages: on ordinary heap pages each block of a scattered table would cost a TLB miss that the engine does
+// not pay); view() is what the kernels read.
 struct RandomKvCache {
   RandomKvCache(int64_t n_blocks, int block_size, int n_kv_heads, int head_dim, KvDtype dtype, std::mt19937& rng)
       : slot_floats(n_kv_heads * head_dim), block_size(block_size), dtype(dtype) {
     std::normal_distribution<float> dist(0.0f, 1.0f);
-    keys.resize(static_cast<size_t>(n_blocks * block_size * slot_floats));
-    values.resize(keys.size());
+    std::vector<float> keys(static_cast<size_t>(n_blocks * block_size * slot_floats)), values(keys.size());
     for (float& v : keys) v = dist(rng);
     for (float& v : values) v = dist(rng);
-    if (dtype == KvDtype::kF32) return;
     const size_t rows = keys.size() / head_dim, row_bytes = head_dim * KvElementBytes(dtype);
     const bool scaled = dtype == KvDtype::kInt8;
-    stored_keys.resize(rows * row_bytes);
-    stored_values.resize(rows * row_bytes);
+    stored_keys = ZeroedPages(rows * row_bytes);
+    stored_values = ZeroedPages(rows * row_bytes);
     key_scales.resize(scaled ? rows : 0);
     value_scales.resize(key_scales.size());
     for (size_t r = 0; r < rows; ++r) {
-      EncodeKvRow(dtype, keys.data() + r * head_dim, head_dim, stored_keys.data() + r * row_bytes,
+      EncodeKvRow(dtype, keys.data() + r * head_dim, head_dim, static_cast<char*>(stored_keys.get()) + r * row_bytes,
                   scaled ? &key_scales[r] : nullptr);
-      EncodeKvRow(dtype, values.data() + r * head_dim, head_dim, stored_values.data() + r * row_bytes,
-                  scaled ? &value_scales[r] : nullptr);
+      EncodeKvRow(dtype, values.data() + r * head_dim, head_dim,
+                  static_cast<char*>(stored_values.get()) + r * row_bytes, scaled ? &value_scales[r] : nullptr);
     }
   }
-  // The kernels read copies on huge pages, as the engine's cache is (ZeroedPages): on ordinary heap pages each block
-  // of a scattered table would cost a TLB miss that the engine does not pay.
-  PagedKvView view() {
-    if (!placed_keys) {
-      const bool f32 = dtype == KvDtype::kF32;
-      const size_t bytes = f32 ? keys.size() * sizeof(float) : stored_keys.size();
-      placed_keys = ZeroedPages(bytes);
-      placed_values = ZeroedPages(bytes);
-      std::memcpy(placed_keys.get(), f32 ? static_cast<const void*>(keys.data()) : stored_keys.data(), bytes);
-      std::memcpy(placed_values.get(), f32 ? static_cast<const void*>(values.data()) : stored_values.data(), bytes);
-    }
-    if (dtype == KvDtype::kF32) return PagedKvView{placed_keys.get(), placed_values.get(), slot_floats, block_size};
-    return PagedKvView{placed_keys.get(), placed_values.get(), slot_floats, block_size, dtype, key_scales.data(),
-                       value_scales.data()};
+  PagedKvView view() const {
+    const bool scaled = dtype == KvDtype::kInt8;
+    return PagedKvView{stored_keys.get(), stored_values.get(), slot_floats, block_size, dtype,
+                       scaled ? key_scales.data() : nullptr, scaled ? value_scales.data() : nullptr};
   }
 
   int64_t slot_floats;
   int block_size;
   KvDtype dtype;
-  std::vector<float> keys, values;
-  std::vector<char> stored_keys, stored_values;
+  ZeroedPages stored_keys, stored_values;
   std::vector<float> key_scales, value_scales;
-  ZeroedPages placed_keys, placed_values;
 };
 
 // The heads of an attention benchmark: the 0.5B shape (14 query heads in 2 groups of 7, head_dim 64) unless named
@@ -267,7 +255,7 @@ void BM_PagedAttention(benchmark::State& state, int lanes, int64_t n_ctx, int se
   const int64_t slot_floats = n_kv_heads * head_dim, q_floats = n_heads * head_dim;
   std::mt19937 rng(3);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  RandomKvCache cache(n_blocks, block_size, n_kv_heads, head_dim, dtype, rng);
+  const RandomKvCache cache(n_blocks, block_size, n_kv_heads, head_dim, dtype, rng);
   const PagedKvView kv = cache.view();
   // Sequences' blocks scattered over the storage, as a cache that has served many requests leaves them.
   std::vector<int32_t> order(static_cast<size_t>(n_blocks));
@@ -317,7 +305,7 @@ void BM_PagedAttentionPrefill(benchmark::State& state, int lanes, int64_t n_ctx,
   const int64_t n_blocks = (n_ctx + block_size - 1) / block_size, q_floats = n_heads * head_dim;
   std::mt19937 rng(3);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  RandomKvCache cache(n_blocks, block_size, n_kv_heads, head_dim, dtype, rng);
+  const RandomKvCache cache(n_blocks, block_size, n_kv_heads, head_dim, dtype, rng);
   const PagedKvView kv = cache.view();
   std::vector<int32_t> table(static_cast<size_t>(n_blocks));
   for (int64_t b = 0; b < n_blocks; ++b) table[static_cast<size_t>(b)] = static_cast<int32_t>(b);

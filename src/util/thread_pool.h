@@ -1,4 +1,5 @@
-// ThreadPool: persistent worker threads that split one parallel loop at a time with low dispatch overhead.
+// ThreadPool: persistent worker threads that split one parallel loop at a time with low dispatch overhead; SplitRange
+// and CountTasks cut a loop into tasks for it.
 #pragma once
 
 #include <atomic>

@@ -1,6 +1,7 @@
 // Where tests find the shared fixtures and a scratch folder.
 #pragma once
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -10,10 +11,18 @@
 
 namespace parallm::testing {
 
-// ../shared, or $PARALLM_FIXTURES when set.
+// ../shared, or $PARALLM_FIXTURES when set. A test that needs the fixtures stops at once, saying where it looked,
+// when that folder is missing (instead of failing later on an empty file, or crashing on it).
 inline std::string FixturePath(const std::string& relative) {
   const char* env = std::getenv("PARALLM_FIXTURES");
   std::string root = env != nullptr && *env != '\0' ? env : PARALLM_FIXTURES;
+  if (!std::filesystem::is_directory(root + "/models")) {
+    std::fprintf(stderr,
+                 "the shared test fixtures are not at %s (no models/ there): set PARALLM_FIXTURES to the folder "
+                 "that holds models/, tokenizers/ and chat-templates/\n",
+                 root.c_str());
+    std::exit(2);
+  }
   return root + "/" + relative;
 }
 

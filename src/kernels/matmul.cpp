@@ -660,10 +660,10 @@ void GroupedGather(std::span<const MatMulGroupOut> outs, const float* x, int64_t
 constexpr size_t kHuge = size_t{2} << 20;
 constexpr size_t kOwnMapping = kHuge / 2;
 
-// The best path's packer for w, and the bytes of w's packed copy (0: that path does not repack w).
+// The active path's packer for w, and the bytes of w's packed copy (0: that path does not repack w).
 const mm::IsaKernels* Packer(const MatrixView& w, mm::QFormat* fmt, size_t* n) {
   *n = 0;
-  const mm::IsaKernels* k = KernelsFor(BestSupportedIsa());
+  const mm::IsaKernels* k = KernelsFor(ActiveIsa());
   if (k == nullptr || k->pack == nullptr || !mm::QuantFormatOf(w, fmt) || w.rows <= 0) return nullptr;
   *n = k->packed_bytes(w, *fmt);
   return *n > 0 ? k : nullptr;
@@ -673,7 +673,7 @@ const mm::IsaKernels* Packer(const MatrixView& w, mm::QFormat* fmt, size_t* n) {
 void PackInto(const mm::IsaKernels* k, mm::QFormat fmt, MatrixView* w, uint8_t* p) {
   k->pack(*w, fmt, p);
   w->packed = p;
-  w->packed_isa = static_cast<int8_t>(PackedLayout(BestSupportedIsa()));
+  w->packed_isa = static_cast<int8_t>(PackedLayout(ActiveIsa()));
 }
 
 // Packs w (packer k, format fmt, n bytes) into memory of its own; *bytes receives that memory's size.

@@ -115,8 +115,8 @@ void MatMulArgMax(const MatrixView& w, const float* x, int64_t n_tokens, float s
 // x 4,864 floats each a layer) are never written to memory nor read back. Gate and up alike in shape.
 void MatMulGated(const MatrixView& gate, const MatrixView& up, ActMulFn act, const float* x, int64_t n_tokens, float* y,
                  int64_t y_stride, ThreadPool* pool);
-// Repacks w once, at load, into the layout of the path MatMul uses on this CPU (BestSupportedIsa), so MatMul
-// no longer rebuilds its panels on every call; sets w->packed / w->packed_isa and returns the owner of the
+// Repacks w once, at load, into the layout of the path MatMul uses now (ActiveIsa: the best this CPU has, unless
+// PARALLM_ISA or a test chose another), so MatMul no longer rebuilds its panels on every call; sets w->packed / w->packed_isa and returns the owner of the
 // bytes (keep it alive as long as w), or null where that path does not repack this matrix (float weights,
 // paths without a packed kernel). A path forced later (tests) ignores a copy packed for another path.
 // *bytes (if not null) receives the packed copy's size.

@@ -212,9 +212,31 @@ PARALLM_INLINE __m256i Dot4(__m256i acc, __m256i w, __m256i wabs, __m256i x) {
 #endif
 }
 
-template <int T, int kSubs, bool kBias, bool kSigned>
+// How a block's f32 parameters are stored: as f32 (the panels built per call, Q4_K's products), or as the 16-bit
+// values they came from (the repacked copy: Q8_0 and Q4_0 scales, MLX's f16 or bf16 scales and biases; exact both ways).
+enum class Params256 : int { kF32, kF16, kBF16 };
+inline int ParamBytes(Params256 k) { return k == Params256::kF32 ? 32 : 16; }
+
+// Vector v (0: scale, 1: bias or second scale) of a block's parameters at p.
+template <Params256 kPk>
+PARALLM_INLINE __m256 LoadParams8(const uint8_t* p, int v) {
+  if constexpr (kPk == Params256::kF32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p) + 8 * v);
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * v));
+    return HalfToFloat(h, kPk == Params256::kF16 ? DType::kF16 : DType::kBF16);
+  }
+}
+
+// One register tile: 8 rows x T tokens over the chunk's nbc blocks. kSubs: int sums per block (2 for Q6_K); kBias:
+// Q4_K / MLX bias term; kSigned: AVX2's sign trick. kNib: the codes nibble-packed (the repacked copy of a 4-bit
+// format: 4 vectors per block, vector k holding register k in its low nibbles and register k + 4 in its high ones);
+// kPk: how the parameters are stored. Neither changes an output's operations, only where its operands come from.
+template <int T, int kSubs, bool kBias, bool kSigned, bool kNib = false, Params256 kPk = Params256::kF32>
 void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0,
           float* acc) {
+  constexpr int kCB = kNib ? kCodeBytes / 2 : kCodeBytes;
+  const __m256i nib_mask = _mm256_set1_epi8(0x0F);
   __m256 f[T];
   const int8_t* xq[T];
   const float* dx[T];
@@ -230,7 +252,6 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
   }
   for (int64_t b = 0; b < nbc; ++b) {
     const uint8_t* pb = panel + b * stride;
-    const auto* params = reinterpret_cast<const float*>(pb + kCodeBytes);
 #pragma GCC unroll 2
     for (int s = 0; s < kSubs; ++s) {
       __m256i ia[T];
@@ -238,18 +259,24 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
       for (int t = 0; t < T; ++t) ia[t] = _mm256_set1_epi32(corr[t][b * kSubs + s]);
 #pragma GCC unroll 8
       for (int j = s * (8 / kSubs); j < (s + 1) * (8 / kSubs); ++j) {
-        const __m256i wj = _mm256_load_si256(reinterpret_cast<const __m256i*>(pb + 32 * j));
+        __m256i wj;
+        if constexpr (kNib) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * (j & 3)));
+          wj = _mm256_and_si256(j < 4 ? v : _mm256_srli_epi16(v, 4), nib_mask);
+        } else {
+          wj = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * j));
+        }
         const __m256i wabs = kSigned ? _mm256_abs_epi8(wj) : wj;
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) ia[t] = Dot4<kSigned>(ia[t], wj, wabs, Bcast4(xq[t] + b * 32 + 4 * j));
       }
-      const __m256 scale = _mm256_load_ps(params + 8 * s);
+      const __m256 scale = LoadParams8<kPk>(pb + kCB, s);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t)
         f[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[t]), _mm256_mul_ps(scale, _mm256_set1_ps(dx[t][b])), f[t]);
     }
     if constexpr (kBias) {
-      const __m256 bias = _mm256_load_ps(params + 8);
+      const __m256 bias = LoadParams8<kPk>(pb + kCB, 1);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) f[t] = _mm256_fmadd_ps(bias, _mm256_set1_ps(ds[t][b]), f[t]);
     }
@@ -258,20 +285,20 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
   for (int t = 0; t < T; ++t) _mm256_store_ps(acc + 8 * t, f[t]);
 }
 
-template <int kSubs, bool kBias, bool kSigned, int... Ts>
+template <int kSubs, bool kBias, bool kSigned, bool kNib, Params256 kPk, int... Ts>
 void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, int64_t stride, int64_t nbc,
                  const QuantizedActs& a, int64_t t0, int64_t b0, float* acc) {
   using Fn = void (*)(const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t, float*);
-  static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kSigned>...};
+  static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kSigned, kNib, kPk>...};
   kTiles[tt - 1](panel, stride, nbc, a, t0, b0, acc);
 }
 
 // Tile for tt (1..kTokTile) tokens.
-template <int kSubs, bool kBias, bool kSigned>
+template <int kSubs, bool kBias, bool kSigned, bool kNib = false, Params256 kPk = Params256::kF32>
 void RunTile(int tt, const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
              int64_t b0, float* acc) {
-  RunTileImpl<kSubs, kBias, kSigned>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, stride, nbc, a, t0, b0,
-                                     acc);
+  RunTileImpl<kSubs, kBias, kSigned, kNib, kPk>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, stride, nbc, a,
+                                                t0, b0, acc);
 }
 
 // Prefetch of the next chunk's weight bytes, spread over the current chunk's token tiles.
@@ -371,6 +398,159 @@ void QuantRowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8
 void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
   WithUnpacker<kSignedQ8>(*args.w, args.fmt,
                     [&](auto u) { QuantRowsT<decltype(u)>(args, row_begin, row_end, scratch); });
+}
+
+// ---- Weights repacked at load ------------------------------------------------------------------------------
+// The panels QuantRowsT builds per call, built once (as the AVX-512 path does): row group g's block b at
+// packed + (g * nb + b) * pstride, so a task streams one contiguous run of bytes and a decode step no longer transposes
+// every row block. Codes that fit 4 bits (Q4_0, Q4_K, MLX 2-4 bit) stay nibble-packed, parameters that came from
+// 16-bit values are stored as those (Params256): Q8_0 takes 272 bytes a block of 8 rows (the file 272), Q4_0 144
+// (144), MLX 4-bit 160 (144 in groups of 64), Q4_K 192 (144: its products d * scale are f32). Q6_K is not repacked
+// (its 6-bit codes as bytes would be half as large again as the file). The codes and the parameters' values are
+// BuildPanel's, so results are bit-identical to the on-the-fly path.
+bool Nibbles(const MatrixView& w, QFormat fmt) {
+  return fmt == QFormat::kQ4_0 || fmt == QFormat::kQ4_K || (fmt == QFormat::kMlx && w.mlx.bits <= 4);
+}
+Params256 PackedParams(const MatrixView& w, QFormat fmt) {
+  switch (fmt) {
+    case QFormat::kQ8_0:
+    case QFormat::kQ4_0:
+      return Params256::kF16;
+    case QFormat::kMlx:
+      return w.dtype == DType::kF16 ? Params256::kF16 : w.dtype == DType::kBF16 ? Params256::kBF16 : Params256::kF32;
+    default:
+      return Params256::kF32;
+  }
+}
+int64_t PackedStride(const MatrixView& w, QFormat fmt) {
+  return (Nibbles(w, fmt) ? kCodeBytes / 2 : kCodeBytes) + ParamBytes(PackedParams(w, fmt)) * ParamVectors(fmt);
+}
+size_t PackedBytes(const MatrixView& w, QFormat fmt) {
+  if (fmt == QFormat::kQ6_K || w.cols % 32 != 0) return 0;
+  const int64_t groups = (w.rows + kRows - 1) / kRows;
+  return static_cast<size_t>(groups * (w.cols / 32) * PackedStride(w, fmt));
+}
+
+// Writes vector v of a block's 8 f32 parameters f at p, as kind k stores them (exact: each came from such a value).
+void StoreParams8(Params256 k, const float* f, uint8_t* p, int v) {
+  if (k == Params256::kF32) {
+    std::memcpy(p + 32 * v, f, 32);
+    return;
+  }
+  uint16_t h[kRows];
+  for (int i = 0; i < kRows; ++i) {
+    if (k == Params256::kF16) {
+      h[i] = _cvtss_sh(f[i], _MM_FROUND_TO_NEAREST_INT);
+    } else {
+      uint32_t u;
+      std::memcpy(&u, &f[i], 4);
+      h[i] = static_cast<uint16_t>(u >> 16);
+    }
+  }
+  std::memcpy(p + 16 * v, h, sizeof(h));
+}
+
+template <typename U>
+void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
+  const int64_t nb = w.cols / 32, groups = (w.rows + kRows - 1) / kRows;
+  const int64_t stride = BlockStride(fmt), pstride = PackedStride(w, fmt);
+  const bool nib = Nibbles(w, fmt);
+  const int code_bytes = nib ? kCodeBytes / 2 : kCodeBytes;
+  const Params256 pk = PackedParams(w, fmt);
+  std::unique_ptr<uint8_t[]> mem(new uint8_t[PanelBytes() + 32]);
+  uint8_t* panel = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem.get()) + 31) & ~uintptr_t{31});
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t r0 = g * kRows;
+    const int nrows = static_cast<int>(std::min<int64_t>(kRows, w.rows - r0));
+    const uint8_t* rows[kRows];
+    for (int i = 0; i < kRows; ++i) rows[i] = w.Row(r0 + std::min(i, nrows - 1));
+    for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
+      const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
+      BuildPanel<U>(w, fmt, rows, r0, nrows, b0, nbc, panel);
+      for (int64_t b = 0; b < nbc; ++b) {
+        const uint8_t* src = panel + b * stride;
+        uint8_t* dst = out + (g * nb + b0 + b) * pstride;
+        if (nib) {
+          for (int k = 0; k < 4; ++k) {
+            const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 32 * k));
+            const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 32 * (k + 4)));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * k),
+                                _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(_mm256_and_si256(hi, m4), 4)));
+          }
+        } else {
+          std::memcpy(dst, src, kCodeBytes);
+        }
+        const auto* params = reinterpret_cast<const float*>(src + kCodeBytes);
+        for (int v = 0; v < ParamVectors(fmt); ++v) StoreParams8(pk, params + 8 * v, dst + code_bytes, v);
+      }
+    }
+  }
+}
+
+void Pack(const MatrixView& w, QFormat fmt, uint8_t* out) {
+  WithUnpacker<kSignedQ8>(w, fmt, [&](auto u) { PackT<decltype(u)>(w, fmt, out); });
+}
+
+// QuantRowsT's loop nest over the packed panels (row_begin is a multiple of kRows). The next chunk's bytes follow the
+// current one's (the next group's first chunk after a group's last): prefetched a tile's share at a time.
+template <bool kBias, bool kSigned, bool kNib, Params256 kPk>
+void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  const MatrixView& w = *args.w;
+  const QuantizedActs& a = *args.acts;
+  const int64_t nb = a.nb, n_tokens = a.n_tokens, pstride = PackedStride(w, args.fmt);
+  float* acc = reinterpret_cast<float*>(scratch + PanelBytes());
+  const uint8_t* task_end = w.packed + (row_end + kRows - 1) / kRows * nb * pstride;
+  for (int64_t tb0 = 0; tb0 < n_tokens; tb0 += kTokBlock) {
+    const int64_t nt = std::min<int64_t>(kTokBlock, n_tokens - tb0);
+    const int64_t n_tiles = (nt + kTokTile - 1) / kTokTile;
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
+      const int nrows = static_cast<int>(std::min<int64_t>(kRows, row_end - r0));
+      const uint8_t* group = w.packed + r0 / kRows * nb * pstride;
+      std::memset(acc, 0, static_cast<size_t>(nt) * 32);
+      for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
+        const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
+        const uint8_t* panel = group + b0 * pstride;
+        const uint8_t* next = panel + nbc * pstride;
+        const int64_t lines = next < task_end ? std::min<int64_t>(kChunkBlocks * pstride, task_end - next) / 64 : 0;
+        for (int64_t k = 0; k < n_tiles; ++k) {
+          for (int64_t i = lines * k / n_tiles; i < lines * (k + 1) / n_tiles; ++i)
+            _mm_prefetch(reinterpret_cast<const char*>(next + i * 64), _MM_HINT_T0);
+          const int64_t t0 = tb0 + k * kTokTile;
+          RunTile<1, kBias, kSigned, kNib, kPk>(static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0)), panel,
+                                                pstride, nbc, a, t0, b0, acc + (t0 - tb0) * 8);
+        }
+      }
+      StoreRows(args, acc, tb0, nt, r0, nrows);
+    }
+  }
+}
+
+template <bool kBias, bool kSigned, bool kNib>
+void QuantRowsPackedP(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  switch (PackedParams(*args.w, args.fmt)) {
+    case Params256::kF16:
+      return QuantRowsPackedT<kBias, kSigned, kNib, Params256::kF16>(args, row_begin, row_end, scratch);
+    case Params256::kBF16:
+      return QuantRowsPackedT<kBias, kSigned, kNib, Params256::kBF16>(args, row_begin, row_end, scratch);
+    default:
+      return QuantRowsPackedT<kBias, kSigned, kNib, Params256::kF32>(args, row_begin, row_end, scratch);
+  }
+}
+
+void QuantRowsPacked(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  const MatrixView& w = *args.w;
+  const bool bias = HasBias(args.fmt);
+  if (Nibbles(w, args.fmt)) {  // 4-bit codes are unsigned
+    return bias ? QuantRowsPackedP<true, false, true>(args, row_begin, row_end, scratch)
+                : QuantRowsPackedP<false, false, true>(args, row_begin, row_end, scratch);
+  }
+  if (UsesSignedCodes(w, args.fmt)) {
+    return bias ? QuantRowsPackedP<true, true, false>(args, row_begin, row_end, scratch)
+                : QuantRowsPackedP<false, true, false>(args, row_begin, row_end, scratch);
+  }
+  return bias ? QuantRowsPackedP<true, false, false>(args, row_begin, row_end, scratch)
+              : QuantRowsPackedP<false, false, false>(args, row_begin, row_end, scratch);
 }
 
 // ---- activation quantization (bit-identical to QuantizeActs) -------------------------------------------
@@ -574,4 +754,5 @@ void FloatRows(const FloatArgs& a, int64_t row_begin, int64_t row_end) {
   FloatRowsByTiles<FloatTiles, 3>(a, row_begin, row_end);
 }
 
-const IsaKernels kKernels{kRows, &CodeOffset, &ScratchBytes, &QuantizeActs256, &QuantRows, &FloatRows};
+const IsaKernels kKernels{kRows,      &CodeOffset,  &ScratchBytes, &QuantizeActs256, &QuantRows,
+                          &FloatRows, &PackedBytes, &Pack,         &QuantRowsPacked,  0};

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "kernels/cpu_features.h"
 #include "model/model.h"
 #include "test_models.h"
 
@@ -198,7 +199,12 @@ TEST(Repack, RepackedModelEqualsStoredForm) {
     unsetenv("PARALLM_REPACK");
     ASSERT_NE(packed, nullptr);
     ASSERT_NE(stored, nullptr);
-    EXPECT_GT(packed->released_stored_bytes(), 0u) << name;
+    // Every path with a packer repacks these weights, but the 256-bit ones leave Q6_K as it is stored.
+    const IsaPath isa = ActiveIsa();
+    const bool narrow = isa == IsaPath::kAvx2 || isa == IsaPath::kAvxVnni;
+    if (isa != IsaPath::kScalar && !(narrow && c.type == DType::kQ6_K)) {
+      EXPECT_GT(packed->released_stored_bytes(), 0u) << name;
+    }
     EXPECT_EQ(stored->released_stored_bytes(), 0u) << name;
     ThreadPool pool(2);
     std::vector<Seq> seqs = {{{5, 17, 300, 42, 7, 99, 100, 3, 250, 11}, {7, 2, 9}}, {{1, 2, 3, 4, 5}, {0, 5}}};

@@ -10,6 +10,7 @@
 
 #include "kernels/matmul_internal.h"
 #include "tensor/quant.h"
+#include "util/check.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")

@@ -673,32 +673,6 @@ size_t PackedBytes(const MatrixView& w, QFormat fmt) {
   return static_cast<size_t>(groups * (HeaderBytes(w, fmt) + nb * PackedStride(w, fmt)));
 }
 
-// Q4_K's packed parameters for row group r0 (rows[i]: row r0 + i, a ragged group repeating its last row as BuildPanel
-// does): per super-block the header (16 f16 d, 16 f16 dmin), per block 16 sub-block scales then 16 mins as bytes
-// (ggml get_scale_min_k4), written at headers and at blocks + code_bytes + (b * pstride).
-void PackQ4KParams(const uint8_t* const* rows, int64_t nb, int64_t pstride, int code_bytes, uint8_t* headers,
-                   uint8_t* blocks) {
-  for (int64_t sb = 0; sb < nb / 8; ++sb) {
-    uint16_t* h = reinterpret_cast<uint16_t*>(headers + sb * kHeaderBytes);
-    for (int i = 0; i < kRows; ++i) {
-      const auto* blk = reinterpret_cast<const BlockQ4_K*>(rows[i]) + sb;
-      h[i] = blk->d;
-      h[kRows + i] = blk->dmin;
-      const uint8_t* q = blk->scales;
-      for (int j = 0; j < 8; ++j) {
-        uint8_t* p = blocks + (sb * 8 + j) * pstride + code_bytes;
-        if (j < 4) {
-          p[i] = q[j] & 63;
-          p[kRows + i] = q[j + 4] & 63;
-        } else {
-          p[i] = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-          p[kRows + i] = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-        }
-      }
-    }
-  }
-}
-
 template <typename U>
 void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
   const int64_t nb = w.cols / 32, groups = (w.rows + kRows - 1) / kRows;
@@ -718,7 +692,7 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
     for (int i = 0; i < kRows; ++i) rows[i] = w.Row(r0 + std::min(i, nrows - 1));
     uint8_t* headers = out + g * (header_bytes + nb * pstride);  // as PackedGroupAt reads them
     uint8_t* blocks = headers + header_bytes;
-    if (pk == ParamKind::kQ4K) PackQ4KParams(rows, nb, pstride, nib ? kCodeBytes / 2 : kCodeBytes, headers, blocks);
+    if (pk == ParamKind::kQ4K) PackQ4KParams<kRows>(rows, nb, pstride, nib ? kCodeBytes / 2 : kCodeBytes, headers, blocks);
     for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
       const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
       BuildPanel<U>(w, fmt, rows, r0, nrows, b0, nbc, panel);

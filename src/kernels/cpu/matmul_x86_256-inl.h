@@ -214,16 +214,27 @@ PARALLM_INLINE __m256i Dot4(__m256i acc, __m256i w, __m256i wabs, __m256i x) {
 #endif
 }
 
-// How a block's f32 parameters are stored: as f32 (the panels built per call, Q4_K's products), or as the 16-bit
-// values they came from (the repacked copy: Q8_0 and Q4_0 scales, MLX's f16 or bf16 scales and biases; exact both ways).
-enum class Params256 : int { kF32, kF16, kBF16 };
-inline int ParamBytes(Params256 k) { return k == Params256::kF32 ? 32 : 16; }
+// How a block's f32 parameters are stored: as f32 (the panels built per call), as the 16-bit values they came from
+// (the repacked copy: Q8_0 and Q4_0 scales, MLX's f16 or bf16 scales and biases; exact both ways), or Q4_K's fields
+// (the repacked copy: 8 sub-block scales and 8 mins as bytes in the block, each super-block's 8 f16 d and 8 f16 dmin
+// in a header of 32 bytes before the row group's blocks; PackQ4KParams).
+enum class Params256 : int { kF32, kF16, kBF16, kQ4K };
+inline int ParamBytes(Params256 k) { return k == Params256::kF32 ? 32 : k == Params256::kQ4K ? 8 : 16; }
+constexpr int kQ4KHeaderBytes = 4 * kRows;
+// Bytes of a row group's headers (Q4_K: one per super-block of 8 blocks; none for the other kinds).
+inline int64_t HeaderBytes(Params256 k, int64_t nb) { return k == Params256::kQ4K ? nb / 8 * kQ4KHeaderBytes : 0; }
 
-// Vector v (0: scale, 1: bias or second scale) of a block's parameters at p.
+// Vector v (0: scale, 1: bias or second scale) of a block's parameters at p; `header`: its super-block's (kQ4K
+// only), from which scale = d * float(sc) and bias = -(dmin * float(m)) as BuildParams computes them.
 template <Params256 kPk>
-PARALLM_INLINE __m256 LoadParams8(const uint8_t* p, int v) {
+PARALLM_INLINE __m256 LoadParams8(const uint8_t* p, int v, const uint8_t* header) {
   if constexpr (kPk == Params256::kF32) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(p) + 8 * v);
+  } else if constexpr (kPk == Params256::kQ4K) {
+    const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(header + 16 * v)));
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * v));
+    const __m256 f = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q)));
+    return v == 0 ? f : _mm256_xor_ps(f, _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MIN)));
   } else {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * v));
     return HalfToFloat(h, kPk == Params256::kF16 ? DType::kF16 : DType::kBF16);
@@ -236,7 +247,7 @@ PARALLM_INLINE __m256 LoadParams8(const uint8_t* p, int v) {
 // kPk: how the parameters are stored. Neither changes an output's operations, only where its operands come from.
 template <int T, int kSubs, bool kBias, bool kSigned, bool kNib = false, Params256 kPk = Params256::kF32>
 void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0,
-          float* acc) {
+          float* acc, const uint8_t* headers) {
   constexpr int kCB = kNib ? kCodeBytes / 2 : kCodeBytes;
   const __m256i nib_mask = _mm256_set1_epi8(0x0F);
   __m256 f[T];
@@ -254,6 +265,7 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
   }
   for (int64_t b = 0; b < nbc; ++b) {
     const uint8_t* pb = panel + b * stride;
+    const uint8_t* header = kPk == Params256::kQ4K ? headers + (b0 + b) / 8 * kQ4KHeaderBytes : nullptr;
 #pragma GCC unroll 2
     for (int s = 0; s < kSubs; ++s) {
       // AVX2 with 4-bit codes (at most 15): a block's 8 maddubs results sum exactly in int16 lanes (each pair at most
@@ -289,13 +301,13 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) ia[t] = _mm256_add_epi32(ia[t], _mm256_madd_epi16(i16[t], _mm256_set1_epi16(1)));
       }
-      const __m256 scale = LoadParams8<kPk>(pb + kCB, s);
+      const __m256 scale = LoadParams8<kPk>(pb + kCB, s, header);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t)
         f[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[t]), _mm256_mul_ps(scale, _mm256_set1_ps(dx[t][b])), f[t]);
     }
     if constexpr (kBias) {
-      const __m256 bias = LoadParams8<kPk>(pb + kCB, 1);
+      const __m256 bias = LoadParams8<kPk>(pb + kCB, 1, header);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) f[t] = _mm256_fmadd_ps(bias, _mm256_set1_ps(ds[t][b]), f[t]);
     }
@@ -306,18 +318,19 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
 
 template <int kSubs, bool kBias, bool kSigned, bool kNib, Params256 kPk, int... Ts>
 void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, int64_t stride, int64_t nbc,
-                 const QuantizedActs& a, int64_t t0, int64_t b0, float* acc) {
-  using Fn = void (*)(const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t, float*);
+                 const QuantizedActs& a, int64_t t0, int64_t b0, float* acc, const uint8_t* headers) {
+  using Fn = void (*)(const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t, float*,
+                      const uint8_t*);
   static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kSigned, kNib, kPk>...};
-  kTiles[tt - 1](panel, stride, nbc, a, t0, b0, acc);
+  kTiles[tt - 1](panel, stride, nbc, a, t0, b0, acc, headers);
 }
 
-// Tile for tt (1..kTokTile) tokens.
+// Tile for tt (1..kTokTile) tokens; headers: the row group's (kQ4K only).
 template <int kSubs, bool kBias, bool kSigned, bool kNib = false, Params256 kPk = Params256::kF32>
 void RunTile(int tt, const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
-             int64_t b0, float* acc) {
+             int64_t b0, float* acc, const uint8_t* headers = nullptr) {
   RunTileImpl<kSubs, kBias, kSigned, kNib, kPk>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, stride, nbc, a,
-                                                t0, b0, acc);
+                                                t0, b0, acc, headers);
 }
 
 // Prefetch of the next chunk's weight bytes, spread over the current chunk's token tiles.
@@ -423,9 +436,10 @@ void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_
 // The panels QuantRowsT builds per call, built once (as the AVX-512 path does): row group g's block b at
 // packed + (g * nb + b) * pstride, so a task streams one contiguous run of bytes and a decode step no longer transposes
 // every row block. Codes that fit 4 bits (Q4_0, Q4_K, MLX 2-4 bit) stay nibble-packed, parameters that came from
-// 16-bit values are stored as those (Params256): Q8_0 takes 272 bytes a block of 8 rows (the file 272), Q4_0 144
-// (144), MLX 4-bit 160 (144 in groups of 64), Q4_K 192 (144: its products d * scale are f32). Q6_K is not repacked
-// (its 6-bit codes as bytes would be half as large again as the file). The codes and the parameters' values are
+// 16-bit values are stored as those, Q4_K's as its 6-bit fields and f16 super-block scales (Params256): a block of 8
+// rows takes 272 bytes in Q8_0 (the file 272), 144 in Q4_0 (144), 148 in Q4_K (144), 160 in MLX 4-bit (144 in groups
+// of 64). Q6_K is not repacked (its 6-bit codes as bytes would be half as large again as the file). A row group's
+// headers (Q4_K) precede its blocks. The codes and the parameters' values are
 // BuildPanel's, so results are bit-identical to the on-the-fly path.
 bool Nibbles(const MatrixView& w, QFormat fmt) {
   return fmt == QFormat::kQ4_0 || fmt == QFormat::kQ4_K || (fmt == QFormat::kMlx && w.mlx.bits <= 4);
@@ -437,6 +451,8 @@ Params256 PackedParams(const MatrixView& w, QFormat fmt) {
       return Params256::kF16;
     case QFormat::kMlx:
       return w.dtype == DType::kF16 ? Params256::kF16 : w.dtype == DType::kBF16 ? Params256::kBF16 : Params256::kF32;
+    case QFormat::kQ4_K:
+      return Params256::kQ4K;
     default:
       return Params256::kF32;
   }
@@ -444,10 +460,14 @@ Params256 PackedParams(const MatrixView& w, QFormat fmt) {
 int64_t PackedStride(const MatrixView& w, QFormat fmt) {
   return (Nibbles(w, fmt) ? kCodeBytes / 2 : kCodeBytes) + ParamBytes(PackedParams(w, fmt)) * ParamVectors(fmt);
 }
+// Bytes of one row group: its headers, then its blocks.
+int64_t GroupBytes(const MatrixView& w, QFormat fmt) {
+  const int64_t nb = w.cols / 32;
+  return HeaderBytes(PackedParams(w, fmt), nb) + nb * PackedStride(w, fmt);
+}
 size_t PackedBytes(const MatrixView& w, QFormat fmt) {
   if (fmt == QFormat::kQ6_K || w.cols % 32 != 0) return 0;
-  const int64_t groups = (w.rows + kRows - 1) / kRows;
-  return static_cast<size_t>(groups * (w.cols / 32) * PackedStride(w, fmt));
+  return static_cast<size_t>((w.rows + kRows - 1) / kRows * GroupBytes(w, fmt));
 }
 
 // Writes vector v of a block's 8 f32 parameters f at p, as kind k stores them (exact: each came from such a value).
@@ -476,6 +496,7 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
   const bool nib = Nibbles(w, fmt);
   const int code_bytes = nib ? kCodeBytes / 2 : kCodeBytes;
   const Params256 pk = PackedParams(w, fmt);
+  const int64_t header_bytes = HeaderBytes(pk, nb), group_bytes = GroupBytes(w, fmt);
   std::unique_ptr<uint8_t[]> mem(new uint8_t[PanelBytes() + 32]);
   uint8_t* panel = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem.get()) + 31) & ~uintptr_t{31});
   const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -484,12 +505,15 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
     const int nrows = static_cast<int>(std::min<int64_t>(kRows, w.rows - r0));
     const uint8_t* rows[kRows];
     for (int i = 0; i < kRows; ++i) rows[i] = w.Row(r0 + std::min(i, nrows - 1));
+    uint8_t* headers = out + g * group_bytes;
+    uint8_t* blocks = headers + header_bytes;
+    if (pk == Params256::kQ4K) PackQ4KParams<kRows>(rows, nb, pstride, code_bytes, headers, blocks);
     for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
       const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
       BuildPanel<U>(w, fmt, rows, r0, nrows, b0, nbc, panel);
       for (int64_t b = 0; b < nbc; ++b) {
         const uint8_t* src = panel + b * stride;
-        uint8_t* dst = out + (g * nb + b0 + b) * pstride;
+        uint8_t* dst = blocks + (b0 + b) * pstride;
         if (nib) {
           for (int k = 0; k < 4; ++k) {
             const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 32 * k));
@@ -500,6 +524,7 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
         } else {
           std::memcpy(dst, src, kCodeBytes);
         }
+        if (pk == Params256::kQ4K) continue;  // written by PackQ4KParams
         const auto* params = reinterpret_cast<const float*>(src + kCodeBytes);
         for (int v = 0; v < ParamVectors(fmt); ++v) StoreParams8(pk, params + 8 * v, dst + code_bytes, v);
       }
@@ -518,18 +543,20 @@ void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end,
   const MatrixView& w = *args.w;
   const QuantizedActs& a = *args.acts;
   const int64_t nb = a.nb, n_tokens = a.n_tokens, pstride = PackedStride(w, args.fmt);
+  const int64_t header_bytes = HeaderBytes(kPk, nb), group_bytes = GroupBytes(w, args.fmt);
   float* acc = reinterpret_cast<float*>(scratch + PanelBytes());
-  const uint8_t* task_end = w.packed + (row_end + kRows - 1) / kRows * nb * pstride;
+  const uint8_t* task_end = w.packed + (row_end + kRows - 1) / kRows * group_bytes;
   for (int64_t tb0 = 0; tb0 < n_tokens; tb0 += kTokBlock) {
     const int64_t nt = std::min<int64_t>(kTokBlock, n_tokens - tb0);
     const int64_t n_tiles = (nt + kTokTile - 1) / kTokTile;
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
       const int nrows = static_cast<int>(std::min<int64_t>(kRows, row_end - r0));
-      const uint8_t* group = w.packed + r0 / kRows * nb * pstride;
+      const uint8_t* headers = w.packed + r0 / kRows * group_bytes;
+      const uint8_t* blocks = headers + header_bytes;
       std::memset(acc, 0, static_cast<size_t>(nt) * 32);
       for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
         const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
-        const uint8_t* panel = group + b0 * pstride;
+        const uint8_t* panel = blocks + b0 * pstride;
         const uint8_t* next = panel + nbc * pstride;
         const int64_t lines = next < task_end ? std::min<int64_t>(kChunkBlocks * pstride, task_end - next) / 64 : 0;
         for (int64_t k = 0; k < n_tiles; ++k) {
@@ -537,7 +564,7 @@ void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end,
             _mm_prefetch(reinterpret_cast<const char*>(next + i * 64), _MM_HINT_T0);
           const int64_t t0 = tb0 + k * kTokTile;
           RunTile<1, kBias, kSigned, kNib, kPk>(static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0)), panel,
-                                                pstride, nbc, a, t0, b0, acc + (t0 - tb0) * 8);
+                                                pstride, nbc, a, t0, b0, acc + (t0 - tb0) * 8, headers);
         }
       }
       StoreRows(args, acc, tb0, nt, r0, nrows);
@@ -552,6 +579,12 @@ void QuantRowsPackedP(const QuantArgs& args, int64_t row_begin, int64_t row_end,
       return QuantRowsPackedT<kBias, kSigned, kNib, Params256::kF16>(args, row_begin, row_end, scratch);
     case Params256::kBF16:
       return QuantRowsPackedT<kBias, kSigned, kNib, Params256::kBF16>(args, row_begin, row_end, scratch);
+    case Params256::kQ4K:  // Q4_K only: a bias, unsigned nibble codes
+      if constexpr (kBias && !kSigned && kNib) {
+        return QuantRowsPackedT<true, false, true, Params256::kQ4K>(args, row_begin, row_end, scratch);
+      } else {
+        PARALLM_CHECK_MSG(false, "Q4_K parameters with another format's kernel");
+      }
     default:
       return QuantRowsPackedT<kBias, kSigned, kNib, Params256::kF32>(args, row_begin, row_end, scratch);
   }

@@ -568,10 +568,8 @@ void Register() {
            for (bool packed : {false, true}) {
             // The scalar twin is a reference, not a contender: one small point for scale.
             if (isa == IsaPath::kScalar && (s.name != "up" || n > 8 || threads != 1)) continue;
-            // Weights repacked at load, as RepackForKernels packs them for the path in use (the 256-bit paths leave
-            // Q6_K as it is).
-            const bool narrow = isa == IsaPath::kAvx2 || isa == IsaPath::kAvxVnni;
-            if (packed && (isa == IsaPath::kScalar || (narrow && t.dtype == DType::kQ6_K && !t.mlx))) continue;
+            // Weights repacked at load, as RepackForKernels packs them for the path in use.
+            if (packed && isa == IsaPath::kScalar) continue;
             std::string name = "MatMul/" + t.name + "/" + std::string(IsaName(isa)) + (packed ? "+packed" : "") + "/" +
                                s.name + "/tokens:" + std::to_string(n) + "/threads:" + std::to_string(threads);
             // amx-bf16+packed: the same weights through the bf16 formula (the rows of a prompt).

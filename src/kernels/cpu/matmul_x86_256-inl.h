@@ -215,21 +215,30 @@ PARALLM_INLINE __m256i Dot4(__m256i acc, __m256i w, __m256i wabs, __m256i x) {
 }
 
 // How a block's f32 parameters are stored: as f32 (the panels built per call), as the 16-bit values they came from
-// (the repacked copy: Q8_0 and Q4_0 scales, MLX's f16 or bf16 scales and biases; exact both ways), or Q4_K's fields
-// (the repacked copy: 8 sub-block scales and 8 mins as bytes in the block, each super-block's 8 f16 d and 8 f16 dmin
-// in a header of 32 bytes before the row group's blocks; PackQ4KParams).
-enum class Params256 : int { kF32, kF16, kBF16, kQ4K };
-inline int ParamBytes(Params256 k) { return k == Params256::kF32 ? 32 : k == Params256::kQ4K ? 8 : 16; }
-constexpr int kQ4KHeaderBytes = 4 * kRows;
-// Bytes of a row group's headers (Q4_K: one per super-block of 8 blocks; none for the other kinds).
-inline int64_t HeaderBytes(Params256 k, int64_t nb) { return k == Params256::kQ4K ? nb / 8 * kQ4KHeaderBytes : 0; }
+// (the repacked copy: Q8_0 and Q4_0 scales, MLX's f16 or bf16 scales and biases; exact both ways), or the K-quants'
+// fields (the repacked copy; a row group's headers, one per super-block of 8 blocks, precede its blocks): Q4_K's 8
+// sub-block scales and 8 mins as bytes in the block, each super-block's 8 f16 d and 8 f16 dmin in a header
+// (PackQ4KParams); Q6_K's two int8 scales of each row's 16-column halves in the block, 8 f16 d in a header.
+enum class Params256 : int { kF32, kF16, kBF16, kQ4K, kQ6K };
+inline int ParamBytes(Params256 k) {
+  return k == Params256::kF32 ? 32 : k == Params256::kQ4K || k == Params256::kQ6K ? 8 : 16;
+}
+// Bytes of one super-block's header.
+constexpr int HeaderBytesOf(Params256 k) { return k == Params256::kQ4K ? 4 * kRows : k == Params256::kQ6K ? 2 * kRows : 0; }
+// Bytes of a row group's headers.
+inline int64_t HeaderBytes(Params256 k, int64_t nb) { return nb / 8 * HeaderBytesOf(k); }
 
-// Vector v (0: scale, 1: bias or second scale) of a block's parameters at p; `header`: its super-block's (kQ4K
-// only), from which scale = d * float(sc) and bias = -(dmin * float(m)) as BuildParams computes them.
+// Vector v (0: scale, 1: bias or second scale) of a block's parameters at p; `header`: its super-block's (the
+// K-quants), from which Q4_K's scale = d * float(sc) and bias = -(dmin * float(m)), Q6_K's scale v = d * float(sc_v),
+// as BuildParams computes them.
 template <Params256 kPk>
 PARALLM_INLINE __m256 LoadParams8(const uint8_t* p, int v, const uint8_t* header) {
   if constexpr (kPk == Params256::kF32) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(p) + 8 * v);
+  } else if constexpr (kPk == Params256::kQ6K) {
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(header)));
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * v));
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
   } else if constexpr (kPk == Params256::kQ4K) {
     const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(header + 16 * v)));
     const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * v));
@@ -244,11 +253,13 @@ PARALLM_INLINE __m256 LoadParams8(const uint8_t* p, int v, const uint8_t* header
 // One register tile: 8 rows x T tokens over the chunk's nbc blocks. kSubs: int sums per block (2 for Q6_K); kBias:
 // Q4_K / MLX bias term; kSigned: AVX2's sign trick. kNib: the codes nibble-packed (the repacked copy of a 4-bit
 // format: 4 vectors per block, vector k holding register k in its low nibbles and register k + 4 in its high ones);
-// kPk: how the parameters are stored. Neither changes an output's operations, only where its operands come from.
+// kPk: how the parameters are stored. With kQ6K the codes are 6-bit: their low 4 bits nibble-packed as kNib's, their
+// high 2 bits in 2 more vectors, vector j % 2 holding register j's at bits 2 (j / 2) of each byte. Neither changes an output's operations, only where its operands come from.
 template <int T, int kSubs, bool kBias, bool kSigned, bool kNib = false, Params256 kPk = Params256::kF32>
 void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0,
           float* acc, const uint8_t* headers) {
-  constexpr int kCB = kNib ? kCodeBytes / 2 : kCodeBytes;
+  constexpr bool kSix = kPk == Params256::kQ6K;
+  constexpr int kCB = kSix ? kCodeBytes * 3 / 4 : kNib ? kCodeBytes / 2 : kCodeBytes;
   const __m256i nib_mask = _mm256_set1_epi8(0x0F);
   __m256 f[T];
   const int8_t* xq[T];
@@ -265,7 +276,7 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
   }
   for (int64_t b = 0; b < nbc; ++b) {
     const uint8_t* pb = panel + b * stride;
-    const uint8_t* header = kPk == Params256::kQ4K ? headers + (b0 + b) / 8 * kQ4KHeaderBytes : nullptr;
+    const uint8_t* header = HeaderBytesOf(kPk) > 0 ? headers + (b0 + b) / 8 * HeaderBytesOf(kPk) : nullptr;
 #pragma GCC unroll 2
     for (int s = 0; s < kSubs; ++s) {
       // AVX2 with 4-bit codes (at most 15): a block's 8 maddubs results sum exactly in int16 lanes (each pair at most
@@ -281,9 +292,14 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
 #pragma GCC unroll 8
       for (int j = s * (8 / kSubs); j < (s + 1) * (8 / kSubs); ++j) {
         __m256i wj;
-        if constexpr (kNib) {
+        if constexpr (kNib || kSix) {
           const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * (j & 3)));
           wj = _mm256_and_si256(j < 4 ? v : _mm256_srli_epi16(v, 4), nib_mask);
+          if constexpr (kSix) {
+            const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 128 + 32 * (j & 1)));
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(h, 2 * (j >> 1)), _mm256_set1_epi8(0x03));
+            wj = _mm256_or_si256(wj, _mm256_slli_epi16(hi, 4));
+          }
         } else {
           wj = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * j));
         }
@@ -438,8 +454,8 @@ void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_
 // every row block. Codes that fit 4 bits (Q4_0, Q4_K, MLX 2-4 bit) stay nibble-packed, parameters that came from
 // 16-bit values are stored as those, Q4_K's as its 6-bit fields and f16 super-block scales (Params256): a block of 8
 // rows takes 272 bytes in Q8_0 (the file 272), 144 in Q4_0 (144), 148 in Q4_K (144), 160 in MLX 4-bit (144 in groups
-// of 64). Q6_K is not repacked (its 6-bit codes as bytes would be half as large again as the file). A row group's
-// headers (Q4_K) precede its blocks. The codes and the parameters' values are
+// of 64), 210 in Q6_K (210: the 6-bit codes as 4 + 2 bit planes). A row group's headers (the K-quants) precede
+// its blocks. The codes and the parameters' values are
 // BuildPanel's, so results are bit-identical to the on-the-fly path.
 bool Nibbles(const MatrixView& w, QFormat fmt) {
   return fmt == QFormat::kQ4_0 || fmt == QFormat::kQ4_K || (fmt == QFormat::kMlx && w.mlx.bits <= 4);
@@ -453,12 +469,15 @@ Params256 PackedParams(const MatrixView& w, QFormat fmt) {
       return w.dtype == DType::kF16 ? Params256::kF16 : w.dtype == DType::kBF16 ? Params256::kBF16 : Params256::kF32;
     case QFormat::kQ4_K:
       return Params256::kQ4K;
+    case QFormat::kQ6_K:
+      return Params256::kQ6K;
     default:
       return Params256::kF32;
   }
 }
 int64_t PackedStride(const MatrixView& w, QFormat fmt) {
-  return (Nibbles(w, fmt) ? kCodeBytes / 2 : kCodeBytes) + ParamBytes(PackedParams(w, fmt)) * ParamVectors(fmt);
+  const int code_bytes = fmt == QFormat::kQ6_K ? kCodeBytes * 3 / 4 : Nibbles(w, fmt) ? kCodeBytes / 2 : kCodeBytes;
+  return code_bytes + ParamBytes(PackedParams(w, fmt)) * ParamVectors(fmt);
 }
 // Bytes of one row group: its headers, then its blocks.
 int64_t GroupBytes(const MatrixView& w, QFormat fmt) {
@@ -466,7 +485,7 @@ int64_t GroupBytes(const MatrixView& w, QFormat fmt) {
   return HeaderBytes(PackedParams(w, fmt), nb) + nb * PackedStride(w, fmt);
 }
 size_t PackedBytes(const MatrixView& w, QFormat fmt) {
-  if (fmt == QFormat::kQ6_K || w.cols % 32 != 0) return 0;
+  if (w.cols % 32 != 0) return 0;
   return static_cast<size_t>((w.rows + kRows - 1) / kRows * GroupBytes(w, fmt));
 }
 
@@ -489,12 +508,31 @@ void StoreParams8(Params256 k, const float* f, uint8_t* p, int v) {
   std::memcpy(p + 16 * v, h, sizeof(h));
 }
 
+// Q6_K's packed parameters for a row group (rows[i]: row i, a ragged group repeating its last row): per super-block
+// a header of the rows' f16 d, per block the rows' int8 scales of its first 16 columns, then of its last 16.
+void PackQ6KParams(const uint8_t* const* rows, int64_t nb, int64_t pstride, int code_bytes, uint8_t* headers,
+                   uint8_t* blocks) {
+  for (int64_t sb = 0; sb < nb / 8; ++sb) {
+    uint16_t* h = reinterpret_cast<uint16_t*>(headers + sb * HeaderBytesOf(Params256::kQ6K));
+    for (int i = 0; i < kRows; ++i) {
+      const auto* blk = reinterpret_cast<const BlockQ6_K*>(rows[i]) + sb;
+      h[i] = blk->d;
+      for (int j = 0; j < 8; ++j) {
+        int8_t* p = reinterpret_cast<int8_t*>(blocks + (sb * 8 + j) * pstride + code_bytes);
+        p[i] = blk->scales[2 * j];
+        p[kRows + i] = blk->scales[2 * j + 1];
+      }
+    }
+  }
+}
+
 template <typename U>
 void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
   const int64_t nb = w.cols / 32, groups = (w.rows + kRows - 1) / kRows;
   const int64_t stride = BlockStride(fmt), pstride = PackedStride(w, fmt);
   const bool nib = Nibbles(w, fmt);
-  const int code_bytes = nib ? kCodeBytes / 2 : kCodeBytes;
+  const bool six = fmt == QFormat::kQ6_K;
+  const int code_bytes = six ? kCodeBytes * 3 / 4 : nib ? kCodeBytes / 2 : kCodeBytes;
   const Params256 pk = PackedParams(w, fmt);
   const int64_t header_bytes = HeaderBytes(pk, nb), group_bytes = GroupBytes(w, fmt);
   std::unique_ptr<uint8_t[]> mem(new uint8_t[PanelBytes() + 32]);
@@ -508,23 +546,33 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
     uint8_t* headers = out + g * group_bytes;
     uint8_t* blocks = headers + header_bytes;
     if (pk == Params256::kQ4K) PackQ4KParams<kRows>(rows, nb, pstride, code_bytes, headers, blocks);
+    if (pk == Params256::kQ6K) PackQ6KParams(rows, nb, pstride, code_bytes, headers, blocks);
     for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
       const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
       BuildPanel<U>(w, fmt, rows, r0, nrows, b0, nbc, panel);
       for (int64_t b = 0; b < nbc; ++b) {
         const uint8_t* src = panel + b * stride;
         uint8_t* dst = blocks + (b0 + b) * pstride;
-        if (nib) {
+        if (nib || six) {
           for (int k = 0; k < 4; ++k) {
             const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 32 * k));
             const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 32 * (k + 4)));
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * k),
                                 _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(_mm256_and_si256(hi, m4), 4)));
           }
+          for (int m = 0; six && m < 2; ++m) {  // the high 2 bits: register 2q + m at bits 2q of vector m
+            __m256i plane = _mm256_setzero_si256();
+            for (int q = 0; q < 4; ++q) {
+              const __m256i r = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 32 * (2 * q + m)));
+              const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(r, 4), _mm256_set1_epi8(0x03));
+              plane = _mm256_or_si256(plane, _mm256_sll_epi16(hi, _mm_cvtsi32_si128(2 * q)));
+            }
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 128 + 32 * m), plane);
+          }
         } else {
           std::memcpy(dst, src, kCodeBytes);
         }
-        if (pk == Params256::kQ4K) continue;  // written by PackQ4KParams
+        if (pk == Params256::kQ4K || pk == Params256::kQ6K) continue;  // written by PackQ4KParams, PackQ6KParams
         const auto* params = reinterpret_cast<const float*>(src + kCodeBytes);
         for (int v = 0; v < ParamVectors(fmt); ++v) StoreParams8(pk, params + 8 * v, dst + code_bytes, v);
       }
@@ -534,6 +582,31 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
 
 void Pack(const MatrixView& w, QFormat fmt, uint8_t* out) {
   WithUnpacker<kSignedQ8>(w, fmt, [&](auto u) { PackT<decltype(u)>(w, fmt, out); });
+}
+
+// Q6_K's codes take 9 operations a register to unpack from their planes: with several token tiles a chunk, the
+// chunk is unpacked once into the on-the-fly path's panel (codes as bytes, the parameters' f32 values, BuildPanel's
+// layout) and the tiles read that. kernels_bench Q6_K down at 64 tokens, one thread, AVX2: the planes read by every
+// tile 4.02 ms against 3.28 with the panels built per call; unpacked once a chunk, 3.45 against 3.46 in a later run.
+void ExpandQ6KChunk(const uint8_t* blocks, const uint8_t* headers, int64_t pstride, int64_t b0, int64_t nbc,
+                    uint8_t* panel) {
+  const int64_t stride = BlockStride(QFormat::kQ6_K);
+  constexpr int kCB = kCodeBytes * 3 / 4;
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  for (int64_t b = 0; b < nbc; ++b) {
+    const uint8_t* pb = blocks + b * pstride;
+    uint8_t* out = panel + b * stride;
+    for (int j = 0; j < 8; ++j) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * (j & 3)));
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 128 + 32 * (j & 1)));
+      const __m256i lo = _mm256_and_si256(j < 4 ? v : _mm256_srli_epi16(v, 4), m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * (j >> 1))), m2);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(out + 32 * j), _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
+    }
+    const uint8_t* header = headers + (b0 + b) / 8 * HeaderBytesOf(Params256::kQ6K);
+    for (int v = 0; v < 2; ++v)
+      _mm256_store_ps(reinterpret_cast<float*>(out + kCodeBytes) + 8 * v, LoadParams8<Params256::kQ6K>(pb + kCB, v, header));
+  }
 }
 
 // QuantRowsT's loop nest over the packed panels (row_begin is a multiple of kRows). The next chunk's bytes follow the
@@ -558,13 +631,20 @@ void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end,
         const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
         const uint8_t* panel = blocks + b0 * pstride;
         const uint8_t* next = panel + nbc * pstride;
+        const bool expand = kPk == Params256::kQ6K && n_tiles >= 2;
+        if (expand) ExpandQ6KChunk(panel, headers, pstride, b0, nbc, scratch);
         const int64_t lines = next < task_end ? std::min<int64_t>(kChunkBlocks * pstride, task_end - next) / 64 : 0;
         for (int64_t k = 0; k < n_tiles; ++k) {
           for (int64_t i = lines * k / n_tiles; i < lines * (k + 1) / n_tiles; ++i)
             _mm_prefetch(reinterpret_cast<const char*>(next + i * 64), _MM_HINT_T0);
           const int64_t t0 = tb0 + k * kTokTile;
-          RunTile<1, kBias, kSigned, kNib, kPk>(static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0)), panel,
-                                                pstride, nbc, a, t0, b0, acc + (t0 - tb0) * 8, headers);
+          const int tt = static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0));
+          if (expand) {
+            RunTile<2, false, false>(tt, scratch, BlockStride(QFormat::kQ6_K), nbc, a, t0, b0, acc + (t0 - tb0) * 8);
+          } else {
+            RunTile<kPk == Params256::kQ6K ? 2 : 1, kBias, kSigned, kNib, kPk>(tt, panel, pstride, nbc, a, t0, b0,
+                                                                              acc + (t0 - tb0) * 8, headers);
+          }
         }
       }
       StoreRows(args, acc, tb0, nt, r0, nrows);
@@ -593,6 +673,9 @@ void QuantRowsPackedP(const QuantArgs& args, int64_t row_begin, int64_t row_end,
 void QuantRowsPacked(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
   const MatrixView& w = *args.w;
   const bool bias = HasBias(args.fmt);
+  if (args.fmt == QFormat::kQ6_K) {  // 6-bit unsigned codes, two scales a block
+    return QuantRowsPackedT<false, false, false, Params256::kQ6K>(args, row_begin, row_end, scratch);
+  }
   if (Nibbles(w, args.fmt)) {  // 4-bit codes are unsigned
     return bias ? QuantRowsPackedP<true, false, true>(args, row_begin, row_end, scratch)
                 : QuantRowsPackedP<false, false, true>(args, row_begin, row_end, scratch);

@@ -634,9 +634,6 @@ void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_
 // Q4_0 scales, MLX f16/bf16 scales and biases) are stored as those, MLX's once per group, Q4_K's as its 6-bit fields
 // and f16 super-block scales (packed_params-inl.h; a row group's headers precede its blocks). The codes and the
 // parameters' f32 values are exactly those BuildPanel makes, so results are bit-identical to the on-the-fly path.
-bool Nibbles(const MatrixView& w, QFormat fmt) {
-  return fmt == QFormat::kQ4_0 || fmt == QFormat::kQ4_K || (fmt == QFormat::kMlx && w.mlx.bits <= 4);
-}
 ParamKind PackedParams(const MatrixView& w, QFormat fmt) {
   switch (fmt) {
     case QFormat::kQ8_0:

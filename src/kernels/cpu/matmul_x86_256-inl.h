@@ -455,11 +455,8 @@ void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_
 // 16-bit values are stored as those, Q4_K's as its 6-bit fields and f16 super-block scales (Params256): a block of 8
 // rows takes 272 bytes in Q8_0 (the file 272), 144 in Q4_0 (144), 148 in Q4_K (144), 160 in MLX 4-bit (144 in groups
 // of 64), 210 in Q6_K (210: the 6-bit codes as 4 + 2 bit planes). A row group's headers (the K-quants) precede
-// its blocks. The codes and the parameters' values are
-// BuildPanel's, so results are bit-identical to the on-the-fly path.
-bool Nibbles(const MatrixView& w, QFormat fmt) {
-  return fmt == QFormat::kQ4_0 || fmt == QFormat::kQ4_K || (fmt == QFormat::kMlx && w.mlx.bits <= 4);
-}
+// its blocks. The codes and the parameters' values are BuildPanel's, so results are bit-identical to the on-the-fly
+// path.
 Params256 PackedParams(const MatrixView& w, QFormat fmt) {
   switch (fmt) {
     case QFormat::kQ8_0:

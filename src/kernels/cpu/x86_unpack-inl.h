@@ -1,5 +1,6 @@
 // Weight-code unpackers shared by the x86 paths: one 32-column block of one weight row -> 32 code bytes
-// in a __m256i, in column order, ready for an int8 dot product. AVX2 instructions only.
+// in a __m256i, in column order, ready for an int8 dot product. AVX2 instructions only. Also what their packed
+// copies share: which formats keep nibble codes, and Q4_K's parameter fields.
 //
 // Included by each x86 path's .cpp inside its `#pragma GCC target` region and anonymous namespace, so
 // every path gets its own internal copy compiled for its own instruction set (no ODR sharing of code
@@ -178,6 +179,11 @@ int CodeOffsetOf(const MatrixView& w, QFormat fmt) {
   int offset = 0;
   WithUnpacker<kSignedQ8>(w, fmt, [&](auto u) { offset = decltype(u)::kOffset; });
   return offset;
+}
+
+// Whether the packed copies keep w's codes nibble-packed: formats whose codes fit 4 bits.
+inline bool Nibbles(const MatrixView& w, QFormat fmt) {
+  return fmt == QFormat::kQ4_0 || fmt == QFormat::kQ4_K || (fmt == QFormat::kMlx && w.mlx.bits <= 4);
 }
 
 // Q4_K's parameters in the packed copies, for a row group of kR rows (rows[i]: row i, a ragged group repeating its

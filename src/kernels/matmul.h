@@ -116,10 +116,10 @@ void MatMulArgMax(const MatrixView& w, const float* x, int64_t n_tokens, float s
 void MatMulGated(const MatrixView& gate, const MatrixView& up, ActMulFn act, const float* x, int64_t n_tokens, float* y,
                  int64_t y_stride, ThreadPool* pool);
 // Repacks w once, at load, into the layout of the path MatMul uses now (ActiveIsa: the best this CPU has, unless
-// PARALLM_ISA or a test chose another), so MatMul no longer rebuilds its panels on every call; sets w->packed / w->packed_isa and returns the owner of the
-// bytes (keep it alive as long as w), or null where that path does not repack this matrix (float weights,
-// paths without a packed kernel). A path forced later (tests) ignores a copy packed for another path.
-// *bytes (if not null) receives the packed copy's size.
+// PARALLM_ISA or a test chose another), so MatMul no longer rebuilds its panels on every call; sets w->packed /
+// w->packed_isa and returns the owner of the bytes (keep it alive as long as w), or null where that path does not
+// repack this matrix (float weights, the scalar twin). A path forced later (tests) ignores a copy packed for another
+// path. *bytes (if not null) receives the packed copy's size.
 std::shared_ptr<uint8_t[]> RepackForKernels(MatrixView* w, size_t* bytes);
 // RepackForKernels for a model's matrices at once, one matrix per task over `pool` (may be null). Copies under
 // 1 MiB (a mixture's experts: 0.2 MiB each in qwen3-moe-mini, thousands of them; small K/V projections) share one

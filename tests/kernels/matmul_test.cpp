@@ -315,7 +315,8 @@ TEST_F(MatMulTest, NoReadsPastTheEnd) {
 
 // Weights repacked at load (RepackForKernels, for the path in use): on that path MatMul reads the packed copy,
 // on every other forced path it ignores it; either way every output equals ref::MatMul bit for bit, and a
-// token computed alone equals it inside a batch. Each path with a packer packs its own copy, read by every path. Ragged rows (< and not a multiple of a row group), odd
+// token computed alone equals it inside a batch. Each path with a packer packs its own copy, which every path
+// then reads. Ragged rows (< and not a multiple of a row group), odd
 // block counts, one token, a full register tile and more tokens than a panel pass; two row groups a tile (the
 // AVX-512 path from 6 tokens) with an odd group left over, over several column chunks.
 TEST_F(MatMulTest, RepackedEqualsRefEveryPath) {
@@ -343,33 +344,35 @@ TEST_F(MatMulTest, RepackedEqualsRefEveryPath) {
       std::vector<float> y_ref(sh.n * sh.rows), y(sh.n * sh.rows), y1(sh.rows);
       ref::MatMul(w.view, x.data(), sh.n, y_ref.data(), sh.rows, nullptr);
       for (IsaPath packer : paths) {
-      ForceIsa(packer);
-      MatrixView v = w.view;
-      size_t bytes = 0;
-      auto owner = RepackForKernels(&v, &bytes);
-      if (owner) ++packed_count;
-      if (!owner && packer != paths[0]) continue;  // nothing packed: the first pass ran every path unpacked
-      for (IsaPath isa : paths) {
-        ForceIsa(isa);
-        const std::string what = t.Name() + " " + std::string(IsaName(isa)) + " " + std::to_string(sh.rows) + "x" +
-                                 std::to_string(sh.cols) + " n=" + std::to_string(sh.n) + " packed for " +
-                                 (owner ? std::string(IsaName(packer)) : std::string("none"));
-        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-          std::fill(y.begin(), y.end(), -1.0f);
-          MatMul(v, x.data(), sh.n, y.data(), sh.rows, p);
-          for (int64_t i = 0; i < sh.n * sh.rows; ++i)
-            ASSERT_TRUE(BitEqual(y[i], y_ref[i])) << what << " at " << i << ": " << y[i] << " vs " << y_ref[i];
+        ForceIsa(packer);
+        MatrixView v = w.view;
+        size_t bytes = 0;
+        auto owner = RepackForKernels(&v, &bytes);
+        if (owner) ++packed_count;
+        if (!owner && packer != paths[0]) continue;  // nothing packed: the first pass ran every path unpacked
+        for (IsaPath isa : paths) {
+          ForceIsa(isa);
+          const std::string what = t.Name() + " " + std::string(IsaName(isa)) + " " + std::to_string(sh.rows) + "x" +
+                                   std::to_string(sh.cols) + " n=" + std::to_string(sh.n) + " packed for " +
+                                   (owner ? std::string(IsaName(packer)) : std::string("none"));
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            std::fill(y.begin(), y.end(), -1.0f);
+            MatMul(v, x.data(), sh.n, y.data(), sh.rows, p);
+            for (int64_t i = 0; i < sh.n * sh.rows; ++i)
+              ASSERT_TRUE(BitEqual(y[i], y_ref[i])) << what << " at " << i << ": " << y[i] << " vs " << y_ref[i];
+          }
+          const int64_t t_ = sh.n - 1;
+          MatMul(v, x.data() + t_ * sh.cols, 1, y1.data(), sh.rows, nullptr);
+          for (int64_t r = 0; r < sh.rows; ++r)
+            ASSERT_TRUE(BitEqual(y1[r], y_ref[t_ * sh.rows + r])) << what << " alone r " << r;
         }
-        const int64_t t_ = sh.n - 1;
-        MatMul(v, x.data() + t_ * sh.cols, 1, y1.data(), sh.rows, nullptr);
-        for (int64_t r = 0; r < sh.rows; ++r)
-          ASSERT_TRUE(BitEqual(y1[r], y_ref[t_ * sh.rows + r])) << what << " alone r " << r;
-      }
       }
     }
   }
   ForceIsa(BestSupportedIsa());
-  if (BestSupportedIsa() != IsaPath::kScalar) EXPECT_GT(packed_count, 0);
+  if (BestSupportedIsa() != IsaPath::kScalar) {
+    EXPECT_GT(packed_count, 0);
+  }
 }
 
 // MatMulArgMax (greedy decoding's LM head, a chunk of rows at a time): on every path, packed or not, on one thread and

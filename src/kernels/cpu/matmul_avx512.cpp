@@ -689,7 +689,9 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
     for (int i = 0; i < kRows; ++i) rows[i] = w.Row(r0 + std::min(i, nrows - 1));
     uint8_t* headers = out + g * (header_bytes + nb * pstride);  // as PackedGroupAt reads them
     uint8_t* blocks = headers + header_bytes;
-    if (pk == ParamKind::kQ4K) PackQ4KParams<kRows>(rows, nb, pstride, nib ? kCodeBytes / 2 : kCodeBytes, headers, blocks);
+    if (pk == ParamKind::kQ4K) {
+      PackQ4KParams<kRows>(rows, nb, pstride, nib ? kCodeBytes / 2 : kCodeBytes, headers, blocks);
+    }
     for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
       const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
       BuildPanel<U>(w, fmt, rows, r0, nrows, b0, nbc, panel);

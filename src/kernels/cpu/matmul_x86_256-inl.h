@@ -224,7 +224,9 @@ inline int ParamBytes(Params256 k) {
   return k == Params256::kF32 ? 32 : k == Params256::kQ4K || k == Params256::kQ6K ? 8 : 16;
 }
 // Bytes of one super-block's header.
-constexpr int HeaderBytesOf(Params256 k) { return k == Params256::kQ4K ? 4 * kRows : k == Params256::kQ6K ? 2 * kRows : 0; }
+constexpr int HeaderBytesOf(Params256 k) {
+  return k == Params256::kQ4K ? 4 * kRows : k == Params256::kQ6K ? 2 * kRows : 0;
+}
 // Bytes of a row group's headers.
 inline int64_t HeaderBytes(Params256 k, int64_t nb) { return nb / 8 * HeaderBytesOf(k); }
 
@@ -254,7 +256,8 @@ PARALLM_INLINE __m256 LoadParams8(const uint8_t* p, int v, const uint8_t* header
 // Q4_K / MLX bias term; kSigned: AVX2's sign trick. kNib: the codes nibble-packed (the repacked copy of a 4-bit
 // format: 4 vectors per block, vector k holding register k in its low nibbles and register k + 4 in its high ones);
 // kPk: how the parameters are stored. With kQ6K the codes are 6-bit: their low 4 bits nibble-packed as kNib's, their
-// high 2 bits in 2 more vectors, vector j % 2 holding register j's at bits 2 (j / 2) of each byte. Neither changes an output's operations, only where its operands come from.
+// high 2 bits in 2 more vectors, vector j % 2 holding register j's at bits 2 (j / 2) of each byte. Neither changes
+// an output's operations, only where its operands come from.
 template <int T, int kSubs, bool kBias, bool kSigned, bool kNib = false, Params256 kPk = Params256::kF32>
 void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0,
           float* acc, const uint8_t* headers) {
@@ -554,8 +557,8 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
           for (int k = 0; k < 4; ++k) {
             const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 32 * k));
             const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 32 * (k + 4)));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * k),
-                                _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(_mm256_and_si256(hi, m4), 4)));
+            const __m256i low = _mm256_and_si256(lo, m4), high = _mm256_slli_epi16(_mm256_and_si256(hi, m4), 4);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * k), _mm256_or_si256(low, high));
           }
           for (int m = 0; six && m < 2; ++m) {  // the high 2 bits: register 2q + m at bits 2q of vector m
             __m256i plane = _mm256_setzero_si256();
@@ -601,8 +604,10 @@ void ExpandQ6KChunk(const uint8_t* blocks, const uint8_t* headers, int64_t pstri
       _mm256_store_si256(reinterpret_cast<__m256i*>(out + 32 * j), _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
     }
     const uint8_t* header = headers + (b0 + b) / 8 * HeaderBytesOf(Params256::kQ6K);
-    for (int v = 0; v < 2; ++v)
-      _mm256_store_ps(reinterpret_cast<float*>(out + kCodeBytes) + 8 * v, LoadParams8<Params256::kQ6K>(pb + kCB, v, header));
+    for (int v = 0; v < 2; ++v) {
+      const __m256 scale = LoadParams8<Params256::kQ6K>(pb + kCB, v, header);
+      _mm256_store_ps(reinterpret_cast<float*>(out + kCodeBytes) + 8 * v, scale);
+    }
   }
 }
 

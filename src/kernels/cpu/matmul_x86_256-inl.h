@@ -452,14 +452,13 @@ void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_
 }
 
 // ---- Weights repacked at load ------------------------------------------------------------------------------
-// The panels QuantRowsT builds per call, built once (as the AVX-512 path does): row group g's block b at
-// packed + (g * nb + b) * pstride, so a task streams one contiguous run of bytes and a decode step no longer transposes
-// every row block. Codes that fit 4 bits (Q4_0, Q4_K, MLX 2-4 bit) stay nibble-packed, parameters that came from
+// The panels QuantRowsT builds per call, built once (as the AVX-512 path does): row group g at packed + g * GroupBytes,
+// its headers (the K-quants) and then its blocks, pstride bytes each, so a task streams one contiguous run of bytes
+// and a decode step no longer transposes every row block. Codes that fit 4 bits (Q4_0, Q4_K, MLX 2-4 bit) stay nibble-packed, parameters that came from
 // 16-bit values are stored as those, Q4_K's as its 6-bit fields and f16 super-block scales (Params256): a block of 8
 // rows takes 272 bytes in Q8_0 (the file 272), 144 in Q4_0 (144), 148 in Q4_K (144), 160 in MLX 4-bit (144 in groups
-// of 64), 210 in Q6_K (210: the 6-bit codes as 4 + 2 bit planes). A row group's headers (the K-quants) precede
-// its blocks. The codes and the parameters' values are BuildPanel's, so results are bit-identical to the on-the-fly
-// path.
+// of 64), 210 in Q6_K (210: the 6-bit codes as 4 + 2 bit planes). The codes and the parameters' values are
+// BuildPanel's, so results are bit-identical to the on-the-fly path.
 Params256 PackedParams(const MatrixView& w, QFormat fmt) {
   switch (fmt) {
     case QFormat::kQ8_0:

@@ -218,17 +218,21 @@ PARALLM_INLINE __m256i Dot4(__m256i acc, __m256i w, __m256i wabs, __m256i x) {
 // (the repacked copy: Q8_0 and Q4_0 scales, MLX's f16 or bf16 scales and biases; exact both ways), or the K-quants'
 // fields (the repacked copy; a row group's headers, one per super-block of 8 blocks, precede its blocks): Q4_K's 8
 // sub-block scales and 8 mins as bytes in the block, each super-block's 8 f16 d and 8 f16 dmin in a header
-// (PackQ4KParams); Q6_K's two int8 scales of each row's 16-column halves in the block, 8 f16 d in a header.
-enum class Params256 : int { kF32, kF16, kBF16, kQ4K, kQ6K };
+// (PackQ4KParams); Q6_K's two int8 scales of each row's 16-column halves in the block, 8 f16 d in a header. MLX's
+// 16-bit scales and biases change once per group of 32, 64 or 128 columns: kept once per group, in a header of 8
+// scales and 8 biases (kF16PerGroup, kBF16PerGroup).
+enum class Params256 : int { kF32, kF16, kBF16, kQ4K, kQ6K, kF16PerGroup, kBF16PerGroup };
+constexpr bool PerGroup(Params256 k) { return k == Params256::kF16PerGroup || k == Params256::kBF16PerGroup; }
+// Bytes of a block's parameters kept in the block itself.
 inline int ParamBytes(Params256 k) {
-  return k == Params256::kF32 ? 32 : k == Params256::kQ4K || k == Params256::kQ6K ? 8 : 16;
+  return k == Params256::kF32 ? 32 : k == Params256::kQ4K || k == Params256::kQ6K ? 8 : PerGroup(k) ? 0 : 16;
 }
-// Bytes of one super-block's header.
+// Bytes of one header (a K-quant's super-block, an MLX group); 0: the kind keeps none.
 constexpr int HeaderBytesOf(Params256 k) {
-  return k == Params256::kQ4K ? 4 * kRows : k == Params256::kQ6K ? 2 * kRows : 0;
+  return k == Params256::kQ4K || PerGroup(k) ? 4 * kRows : k == Params256::kQ6K ? 2 * kRows : 0;
 }
-// Bytes of a row group's headers.
-inline int64_t HeaderBytes(Params256 k, int64_t nb) { return nb / 8 * HeaderBytesOf(k); }
+// Bytes of a row group's headers, one per 2^shift blocks (HeaderShift).
+inline int64_t HeaderBytes(Params256 k, int64_t nb, int shift) { return (nb >> shift) * HeaderBytesOf(k); }
 
 // Vector v (0: scale, 1: bias or second scale) of a block's parameters at p; `header`: its super-block's (the
 // K-quants), from which Q4_K's scale = d * float(sc) and bias = -(dmin * float(m)), Q6_K's scale v = d * float(sc_v),
@@ -237,6 +241,9 @@ template <Params256 kPk>
 PARALLM_INLINE __m256 LoadParams8(const uint8_t* p, int v, const uint8_t* header) {
   if constexpr (kPk == Params256::kF32) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(p) + 8 * v);
+  } else if constexpr (PerGroup(kPk)) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(header + 16 * v));
+    return HalfToFloat(h, kPk == Params256::kF16PerGroup ? DType::kF16 : DType::kBF16);
   } else if constexpr (kPk == Params256::kQ6K) {
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(header)));
     const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * v));
@@ -260,7 +267,7 @@ PARALLM_INLINE __m256 LoadParams8(const uint8_t* p, int v, const uint8_t* header
 // an output's operations, only where its operands come from.
 template <int T, int kSubs, bool kBias, bool kSigned, bool kNib = false, Params256 kPk = Params256::kF32>
 void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0,
-          float* acc, const uint8_t* headers) {
+          float* acc, const uint8_t* headers, int shift) {
   constexpr bool kSix = kPk == Params256::kQ6K;
   constexpr int kCB = kSix ? kCodeBytes * 3 / 4 : kNib ? kCodeBytes / 2 : kCodeBytes;
   const __m256i nib_mask = _mm256_set1_epi8(0x0F);
@@ -279,7 +286,7 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
   }
   for (int64_t b = 0; b < nbc; ++b) {
     const uint8_t* pb = panel + b * stride;
-    const uint8_t* header = HeaderBytesOf(kPk) > 0 ? headers + (b0 + b) / 8 * HeaderBytesOf(kPk) : nullptr;
+    const uint8_t* header = HeaderBytesOf(kPk) > 0 ? headers + ((b0 + b) >> shift) * HeaderBytesOf(kPk) : nullptr;
 #pragma GCC unroll 2
     for (int s = 0; s < kSubs; ++s) {
       // AVX2 with 4-bit codes (at most 15): a block's 8 maddubs results sum exactly in int16 lanes (each pair at most
@@ -337,19 +344,19 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
 
 template <int kSubs, bool kBias, bool kSigned, bool kNib, Params256 kPk, int... Ts>
 void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, int64_t stride, int64_t nbc,
-                 const QuantizedActs& a, int64_t t0, int64_t b0, float* acc, const uint8_t* headers) {
+                 const QuantizedActs& a, int64_t t0, int64_t b0, float* acc, const uint8_t* headers, int shift) {
   using Fn = void (*)(const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, int64_t, float*,
-                      const uint8_t*);
+                      const uint8_t*, int);
   static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kSigned, kNib, kPk>...};
-  kTiles[tt - 1](panel, stride, nbc, a, t0, b0, acc, headers);
+  kTiles[tt - 1](panel, stride, nbc, a, t0, b0, acc, headers, shift);
 }
 
-// Tile for tt (1..kTokTile) tokens; headers: the row group's (kQ4K only).
+// Tile for tt (1..kTokTile) tokens; headers: the row group's, one per 2^shift blocks (the kinds that keep them).
 template <int kSubs, bool kBias, bool kSigned, bool kNib = false, Params256 kPk = Params256::kF32>
 void RunTile(int tt, const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
-             int64_t b0, float* acc, const uint8_t* headers = nullptr) {
+             int64_t b0, float* acc, const uint8_t* headers = nullptr, int shift = 0) {
   RunTileImpl<kSubs, kBias, kSigned, kNib, kPk>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, stride, nbc, a,
-                                                t0, b0, acc, headers);
+                                                t0, b0, acc, headers, shift);
 }
 
 // Prefetch of the next chunk's weight bytes, spread over the current chunk's token tiles.
@@ -455,17 +462,19 @@ void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_
 // The panels QuantRowsT builds per call, built once (as the AVX-512 path does): row group g at packed + g * GroupBytes,
 // its headers (the K-quants) and then its blocks, pstride bytes each, so a task streams one contiguous run of bytes
 // and a decode step no longer transposes every row block. Codes that fit 4 bits (Q4_0, Q4_K, MLX 2-4 bit) stay nibble-packed, parameters that came from
-// 16-bit values are stored as those, Q4_K's as its 6-bit fields and f16 super-block scales (Params256): a block of 8
-// rows takes 272 bytes in Q8_0 (the file 272), 144 in Q4_0 (144), 148 in Q4_K (144), 160 in MLX 4-bit (144 in groups
-// of 64), 210 in Q6_K (210: the 6-bit codes as 4 + 2 bit planes). The codes and the parameters' values are
+// 16-bit values are stored as those (MLX's once per group), Q4_K's as its 6-bit fields and f16 super-block scales
+// (Params256): a block of 8 rows takes 272 bytes in Q8_0 (the file 272), 144 in Q4_0 (144), 148 in Q4_K (144), 144 in
+// MLX 4-bit in groups of 64 (144), 210 in Q6_K (210: the 6-bit codes as 4 + 2 bit planes). The codes and the parameters' values are
 // BuildPanel's, so results are bit-identical to the on-the-fly path.
 Params256 PackedParams(const MatrixView& w, QFormat fmt) {
   switch (fmt) {
     case QFormat::kQ8_0:
     case QFormat::kQ4_0:
       return Params256::kF16;
-    case QFormat::kMlx:
-      return w.dtype == DType::kF16 ? Params256::kF16 : w.dtype == DType::kBF16 ? Params256::kBF16 : Params256::kF32;
+    case QFormat::kMlx:  // once per group (BuildParams starts chunks on group boundaries)
+      return w.dtype == DType::kF16    ? Params256::kF16PerGroup
+             : w.dtype == DType::kBF16 ? Params256::kBF16PerGroup
+                                       : Params256::kF32;
     case QFormat::kQ4_K:
       return Params256::kQ4K;
     case QFormat::kQ6_K:
@@ -478,10 +487,20 @@ int64_t PackedStride(const MatrixView& w, QFormat fmt) {
   const int code_bytes = fmt == QFormat::kQ6_K ? kCodeBytes * 3 / 4 : Nibbles(w, fmt) ? kCodeBytes / 2 : kCodeBytes;
   return code_bytes + ParamBytes(PackedParams(w, fmt)) * ParamVectors(fmt);
 }
+// One header per 2^shift blocks: a K-quant's super-block, an MLX group (32, 64 or 128 columns: 1, 2 or 4 blocks).
+int HeaderShift(const MatrixView& w, QFormat fmt) {
+  const Params256 pk = PackedParams(w, fmt);
+  if (pk == Params256::kQ4K || pk == Params256::kQ6K) return 3;
+  if (!PerGroup(pk)) return 0;
+  int shift = 0;
+  while ((int64_t{32} << shift) < w.mlx.group_size) ++shift;
+  PARALLM_CHECK((int64_t{32} << shift) == w.mlx.group_size);
+  return shift;
+}
 // Bytes of one row group: its headers, then its blocks.
 int64_t GroupBytes(const MatrixView& w, QFormat fmt) {
   const int64_t nb = w.cols / 32;
-  return HeaderBytes(PackedParams(w, fmt), nb) + nb * PackedStride(w, fmt);
+  return HeaderBytes(PackedParams(w, fmt), nb, HeaderShift(w, fmt)) + nb * PackedStride(w, fmt);
 }
 size_t PackedBytes(const MatrixView& w, QFormat fmt) {
   if (w.cols % 32 != 0) return 0;
@@ -496,7 +515,7 @@ void StoreParams8(Params256 k, const float* f, uint8_t* p, int v) {
   }
   uint16_t h[kRows];
   for (int i = 0; i < kRows; ++i) {
-    if (k == Params256::kF16) {
+    if (k == Params256::kF16 || k == Params256::kF16PerGroup) {
       h[i] = _cvtss_sh(f[i], _MM_FROUND_TO_NEAREST_INT);
     } else {
       uint32_t u;
@@ -533,7 +552,8 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
   const bool six = fmt == QFormat::kQ6_K;
   const int code_bytes = six ? kCodeBytes * 3 / 4 : nib ? kCodeBytes / 2 : kCodeBytes;
   const Params256 pk = PackedParams(w, fmt);
-  const int64_t header_bytes = HeaderBytes(pk, nb), group_bytes = GroupBytes(w, fmt);
+  const int shift = HeaderShift(w, fmt);
+  const int64_t header_bytes = HeaderBytes(pk, nb, shift), group_bytes = GroupBytes(w, fmt);
   std::unique_ptr<uint8_t[]> mem(new uint8_t[PanelBytes() + 32]);
   uint8_t* panel = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem.get()) + 31) & ~uintptr_t{31});
   const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -572,8 +592,10 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
           std::memcpy(dst, src, kCodeBytes);
         }
         if (pk == Params256::kQ4K || pk == Params256::kQ6K) continue;  // written by PackQ4KParams, PackQ6KParams
+        if (PerGroup(pk) && ((b0 + b) & ((int64_t{1} << shift) - 1)) != 0) continue;  // the group's first block did
+        uint8_t* to = PerGroup(pk) ? headers + ((b0 + b) >> shift) * HeaderBytesOf(pk) : dst + code_bytes;
         const auto* params = reinterpret_cast<const float*>(src + kCodeBytes);
-        for (int v = 0; v < ParamVectors(fmt); ++v) StoreParams8(pk, params + 8 * v, dst + code_bytes, v);
+        for (int v = 0; v < ParamVectors(fmt); ++v) StoreParams8(pk, params + 8 * v, to, v);
       }
     }
   }
@@ -617,7 +639,8 @@ void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end,
   const MatrixView& w = *args.w;
   const QuantizedActs& a = *args.acts;
   const int64_t nb = a.nb, n_tokens = a.n_tokens, pstride = PackedStride(w, args.fmt);
-  const int64_t header_bytes = HeaderBytes(kPk, nb), group_bytes = GroupBytes(w, args.fmt);
+  const int shift = HeaderShift(w, args.fmt);
+  const int64_t header_bytes = HeaderBytes(kPk, nb, shift), group_bytes = GroupBytes(w, args.fmt);
   float* acc = reinterpret_cast<float*>(scratch + PanelBytes());
   const uint8_t* task_end = w.packed + (row_end + kRows - 1) / kRows * group_bytes;
   for (int64_t tb0 = 0; tb0 < n_tokens; tb0 += kTokBlock) {
@@ -644,7 +667,7 @@ void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end,
             RunTile<2, false, false>(tt, scratch, BlockStride(QFormat::kQ6_K), nbc, a, t0, b0, acc + (t0 - tb0) * 8);
           } else {
             RunTile<kPk == Params256::kQ6K ? 2 : 1, kBias, kSigned, kNib, kPk>(tt, panel, pstride, nbc, a, t0, b0,
-                                                                              acc + (t0 - tb0) * 8, headers);
+                                                                              acc + (t0 - tb0) * 8, headers, shift);
           }
         }
       }
@@ -660,6 +683,18 @@ void QuantRowsPackedP(const QuantArgs& args, int64_t row_begin, int64_t row_end,
       return QuantRowsPackedT<kBias, kSigned, kNib, Params256::kF16>(args, row_begin, row_end, scratch);
     case Params256::kBF16:
       return QuantRowsPackedT<kBias, kSigned, kNib, Params256::kBF16>(args, row_begin, row_end, scratch);
+    case Params256::kF16PerGroup:  // MLX only: a scale and a bias
+      if constexpr (kBias) {
+        return QuantRowsPackedT<true, kSigned, kNib, Params256::kF16PerGroup>(args, row_begin, row_end, scratch);
+      } else {
+        PARALLM_CHECK_MSG(false, "MLX parameters with another format's kernel");
+      }
+    case Params256::kBF16PerGroup:
+      if constexpr (kBias) {
+        return QuantRowsPackedT<true, kSigned, kNib, Params256::kBF16PerGroup>(args, row_begin, row_end, scratch);
+      } else {
+        PARALLM_CHECK_MSG(false, "MLX parameters with another format's kernel");
+      }
     case Params256::kQ4K:  // Q4_K only: a bias, unsigned nibble codes
       if constexpr (kBias && !kSigned && kNib) {
         return QuantRowsPackedT<true, false, true, Params256::kQ4K>(args, row_begin, row_end, scratch);

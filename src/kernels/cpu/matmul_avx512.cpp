@@ -655,11 +655,7 @@ int64_t PackedStride(const MatrixView& w, QFormat fmt) {
 int HeaderShift(const MatrixView& w, QFormat fmt) {
   const ParamKind pk = PackedParams(w, fmt);
   if (pk == ParamKind::kQ4K) return kQ4KHeaderShift;
-  if (!HasHeaders(pk)) return 0;
-  int shift = 0;
-  while ((int64_t{32} << shift) < w.mlx.group_size) ++shift;
-  PARALLM_CHECK((int64_t{32} << shift) == w.mlx.group_size);
-  return shift;
+  return HasHeaders(pk) ? MlxGroupShift(w) : 0;
 }
 int64_t HeaderBytes(const MatrixView& w, QFormat fmt) {
   return GroupHeaderBytes(PackedParams(w, fmt), w.cols / 32, HeaderShift(w, fmt));

@@ -491,11 +491,7 @@ int64_t PackedStride(const MatrixView& w, QFormat fmt) {
 int HeaderShift(const MatrixView& w, QFormat fmt) {
   const Params256 pk = PackedParams(w, fmt);
   if (pk == Params256::kQ4K || pk == Params256::kQ6K) return 3;
-  if (!PerGroup(pk)) return 0;
-  int shift = 0;
-  while ((int64_t{32} << shift) < w.mlx.group_size) ++shift;
-  PARALLM_CHECK((int64_t{32} << shift) == w.mlx.group_size);
-  return shift;
+  return PerGroup(pk) ? MlxGroupShift(w) : 0;
 }
 // Bytes of one row group: its headers, then its blocks.
 int64_t GroupBytes(const MatrixView& w, QFormat fmt) {

@@ -1,13 +1,13 @@
 // Weight-code unpackers shared by the x86 paths: one 32-column block of one weight row -> 32 code bytes
 // in a __m256i, in column order, ready for an int8 dot product. AVX2 instructions only. Also what their packed
-// copies share: which formats keep nibble codes, and Q4_K's parameter fields.
+// copies share: which formats keep nibble codes, MLX's group in blocks, and Q4_K's parameter fields.
 //
 // Included by each x86 path's .cpp inside its `#pragma GCC target` region and anonymous namespace, so
 // every path gets its own internal copy compiled for its own instruction set (no ODR sharing of code
 // compiled for different ISAs). `kSignedQ8` selects Q8_0 as signed bytes (AVX2's maddubs sign trick)
 // instead of unsigned q + 128 (vpdpbusd); likewise 8-bit MLX codes as signed q - 128.
 //
-// Requires: <immintrin.h>, <cstring>, tensor/quant.h, kernels/matmul_internal.h.
+// Requires: <immintrin.h>, <cstring>, tensor/quant.h, kernels/matmul_internal.h, util/check.h.
 
 // Row pointer + block index -> codes. `row` is the start of the weight row's bytes.
 struct UnpackQ8_0 {
@@ -184,6 +184,15 @@ int CodeOffsetOf(const MatrixView& w, QFormat fmt) {
 // Whether the packed copies keep w's codes nibble-packed: formats whose codes fit 4 bits.
 inline bool Nibbles(const MatrixView& w, QFormat fmt) {
   return fmt == QFormat::kQ4_0 || fmt == QFormat::kQ4_K || (fmt == QFormat::kMlx && w.mlx.bits <= 4);
+}
+
+// An MLX matrix's group of columns in 32-column blocks, as a power of two (groups of 32, 64, 128: 0, 1, 2): the packed
+// copies keep its scales and biases once per group.
+inline int MlxGroupShift(const MatrixView& w) {
+  int shift = 0;
+  while ((int64_t{32} << shift) < w.mlx.group_size) ++shift;
+  PARALLM_CHECK((int64_t{32} << shift) == w.mlx.group_size);
+  return shift;
 }
 
 // Q4_K's parameters in the packed copies, for a row group of kR rows (rows[i]: row i, a ragged group repeating its

@@ -479,7 +479,8 @@ void RegisterAttention() {
   }
   // The out-of-cache case in f16 over two threads, both splits of a step's decode tokens.
   for (const AttnHeads& heads : {kQwen05bHeads, kLlama3bHeads})
-    for (auto [split, split_name] : {std::pair{HeadSplit::kApart, "apart"}, std::pair{HeadSplit::kTogether, "together"}}) {
+    for (auto [split, split_name] :
+         {std::pair{HeadSplit::kApart, "apart"}, std::pair{HeadSplit::kTogether, "together"}}) {
       const std::string shape = *heads.name == '\0' ? "" : "/" + std::string(heads.name);
       const std::string name = "PagedAttention/avx512/f16" + shape + "/ctx:256/seqs:512/threads:2/heads:" + split_name;
       benchmark::RegisterBenchmark(name.c_str(), BM_PagedAttention, 16, 256, 512, KvDtype::kF16, heads, split)

@@ -214,14 +214,14 @@ PARALLM_INLINE __m256i Dot4(__m256i acc, __m256i w, __m256i wabs, __m256i x) {
 #endif
 }
 
-// How a block's f32 parameters are stored: as f32 (the panels built per call), as the 16-bit values they came from
-// (the repacked copy: Q8_0 and Q4_0 scales, MLX's f16 or bf16 scales and biases; exact both ways), or the K-quants'
+// How a block's f32 parameters are stored: as f32 (the panels built per call, MLX's f32 scales), as the f16 values
+// they came from (the repacked copy: Q8_0 and Q4_0 scales; exact both ways), or the K-quants'
 // fields (the repacked copy; a row group's headers, one per super-block of 8 blocks, precede its blocks): Q4_K's 8
 // sub-block scales and 8 mins as bytes in the block, each super-block's 8 f16 d and 8 f16 dmin in a header
 // (PackQ4KParams); Q6_K's two int8 scales of each row's 16-column halves in the block, 8 f16 d in a header. MLX's
 // 16-bit scales and biases change once per group of 32, 64 or 128 columns: kept once per group, in a header of 8
 // scales and 8 biases (kF16PerGroup, kBF16PerGroup).
-enum class Params256 : int { kF32, kF16, kBF16, kQ4K, kQ6K, kF16PerGroup, kBF16PerGroup };
+enum class Params256 : int { kF32, kF16, kQ4K, kQ6K, kF16PerGroup, kBF16PerGroup };
 constexpr bool PerGroup(Params256 k) { return k == Params256::kF16PerGroup || k == Params256::kBF16PerGroup; }
 // Bytes of a block's parameters kept in the block itself.
 inline int ParamBytes(Params256 k) {
@@ -233,6 +233,25 @@ constexpr int HeaderBytesOf(Params256 k) {
 }
 // Bytes of a row group's headers, one per 2^shift blocks (HeaderShift).
 inline int64_t HeaderBytes(Params256 k, int64_t nb, int shift) { return (nb >> shift) * HeaderBytesOf(k); }
+
+// Bytes of a block's codes in the repacked copy: 6-bit codes (Q6_K) as a 4-bit and a 2-bit plane, 4-bit ones
+// nibble-packed, the others as bytes.
+constexpr int PackedCodeBytes(bool six, bool nib) {
+  return six ? kCodeBytes * 3 / 4 : nib ? kCodeBytes / 2 : kCodeBytes;
+}
+
+// Register j of a repacked block's codes at pb (the panel's 32 bytes of 4 codes for each of 8 rows): kNib, vector
+// j % 4 holds it in its low nibbles for j < 4, high ones after; kSix, those low 4 bits and its high 2 bits at bits
+// 2 (j / 2) of vector j % 2 of the 2-bit plane.
+template <bool kNib, bool kSix>
+PARALLM_INLINE __m256i PackedCodes(const uint8_t* pb, int j) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * (j & 3)));
+  const __m256i lo = _mm256_and_si256(j < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+  if constexpr (!kSix) return lo;
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + kCodeBytes / 2 + 32 * (j & 1)));
+  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(h, 2 * (j >> 1)), _mm256_set1_epi8(0x03));
+  return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+}
 
 // Vector v (0: scale, 1: bias or second scale) of a block's parameters at p; `header`: its super-block's (the
 // K-quants), from which Q4_K's scale = d * float(sc) and bias = -(dmin * float(m)), Q6_K's scale v = d * float(sc_v),
@@ -255,7 +274,7 @@ PARALLM_INLINE __m256 LoadParams8(const uint8_t* p, int v, const uint8_t* header
     return v == 0 ? f : _mm256_xor_ps(f, _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MIN)));
   } else {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * v));
-    return HalfToFloat(h, kPk == Params256::kF16 ? DType::kF16 : DType::kBF16);
+    return _mm256_cvtph_ps(h);
   }
 }
 
@@ -269,8 +288,7 @@ template <int T, int kSubs, bool kBias, bool kSigned, bool kNib = false, Params2
 void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0, int64_t b0,
           float* acc, const uint8_t* headers, int shift) {
   constexpr bool kSix = kPk == Params256::kQ6K;
-  constexpr int kCB = kSix ? kCodeBytes * 3 / 4 : kNib ? kCodeBytes / 2 : kCodeBytes;
-  const __m256i nib_mask = _mm256_set1_epi8(0x0F);
+  constexpr int kCB = PackedCodeBytes(kSix, kNib);
   __m256 f[T];
   const int8_t* xq[T];
   const float* dx[T];
@@ -301,18 +319,8 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nbc, const QuantizedActs
       }
 #pragma GCC unroll 8
       for (int j = s * (8 / kSubs); j < (s + 1) * (8 / kSubs); ++j) {
-        __m256i wj;
-        if constexpr (kNib || kSix) {
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * (j & 3)));
-          wj = _mm256_and_si256(j < 4 ? v : _mm256_srli_epi16(v, 4), nib_mask);
-          if constexpr (kSix) {
-            const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 128 + 32 * (j & 1)));
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(h, 2 * (j >> 1)), _mm256_set1_epi8(0x03));
-            wj = _mm256_or_si256(wj, _mm256_slli_epi16(hi, 4));
-          }
-        } else {
-          wj = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * j));
-        }
+        const __m256i wj = kNib || kSix ? PackedCodes<kNib, kSix>(pb, j)
+                                        : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * j));
         const __m256i wabs = kSigned ? _mm256_abs_epi8(wj) : wj;
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
@@ -461,11 +469,12 @@ void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_
 // ---- Weights repacked at load ------------------------------------------------------------------------------
 // The panels QuantRowsT builds per call, built once (as the AVX-512 path does): row group g at packed + g * GroupBytes,
 // its headers (the K-quants) and then its blocks, pstride bytes each, so a task streams one contiguous run of bytes
-// and a decode step no longer transposes every row block. Codes that fit 4 bits (Q4_0, Q4_K, MLX 2-4 bit) stay nibble-packed, parameters that came from
-// 16-bit values are stored as those (MLX's once per group), Q4_K's as its 6-bit fields and f16 super-block scales
-// (Params256): a block of 8 rows takes 272 bytes in Q8_0 (the file 272), 144 in Q4_0 (144), 148 in Q4_K (144), 144 in
-// MLX 4-bit in groups of 64 (144), 210 in Q6_K (210: the 6-bit codes as 4 + 2 bit planes). The codes and the parameters' values are
-// BuildPanel's, so results are bit-identical to the on-the-fly path.
+// and a decode step no longer transposes every row block. Codes that fit 4 bits (Q4_0, Q4_K, MLX 2-4 bit) stay
+// nibble-packed (PackedCodes), parameters that came from 16-bit values are stored as those (MLX's once per group),
+// Q4_K's as its 6-bit fields and f16 super-block scales (Params256): a block of 8 rows takes 272 bytes in Q8_0 (the
+// file 272), 144 in Q4_0 (144), 148 in Q4_K (144), 144 in MLX 4-bit in groups of 64 (144), 210 in Q6_K (210: the
+// 6-bit codes as 4 + 2 bit planes). The codes and the parameters' values are BuildPanel's, so results are
+// bit-identical to the on-the-fly path.
 Params256 PackedParams(const MatrixView& w, QFormat fmt) {
   switch (fmt) {
     case QFormat::kQ8_0:
@@ -484,8 +493,7 @@ Params256 PackedParams(const MatrixView& w, QFormat fmt) {
   }
 }
 int64_t PackedStride(const MatrixView& w, QFormat fmt) {
-  const int code_bytes = fmt == QFormat::kQ6_K ? kCodeBytes * 3 / 4 : Nibbles(w, fmt) ? kCodeBytes / 2 : kCodeBytes;
-  return code_bytes + ParamBytes(PackedParams(w, fmt)) * ParamVectors(fmt);
+  return PackedCodeBytes(fmt == QFormat::kQ6_K, Nibbles(w, fmt)) + ParamBytes(PackedParams(w, fmt)) * ParamVectors(fmt);
 }
 // One header per 2^shift blocks: a K-quant's super-block, an MLX group (32, 64 or 128 columns: 1, 2 or 4 blocks).
 int HeaderShift(const MatrixView& w, QFormat fmt) {
@@ -546,7 +554,7 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
   const int64_t stride = BlockStride(fmt), pstride = PackedStride(w, fmt);
   const bool nib = Nibbles(w, fmt);
   const bool six = fmt == QFormat::kQ6_K;
-  const int code_bytes = six ? kCodeBytes * 3 / 4 : nib ? kCodeBytes / 2 : kCodeBytes;
+  const int code_bytes = PackedCodeBytes(six, nib);
   const Params256 pk = PackedParams(w, fmt);
   const int shift = HeaderShift(w, fmt);
   const int64_t header_bytes = HeaderBytes(pk, nb, shift), group_bytes = GroupBytes(w, fmt);
@@ -582,7 +590,7 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
               const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(r, 4), _mm256_set1_epi8(0x03));
               plane = _mm256_or_si256(plane, _mm256_sll_epi16(hi, _mm_cvtsi32_si128(2 * q)));
             }
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 128 + 32 * m), plane);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + kCodeBytes / 2 + 32 * m), plane);
           }
         } else {
           std::memcpy(dst, src, kCodeBytes);
@@ -608,18 +616,13 @@ void Pack(const MatrixView& w, QFormat fmt, uint8_t* out) {
 void ExpandQ6KChunk(const uint8_t* blocks, const uint8_t* headers, int64_t pstride, int64_t b0, int64_t nbc,
                     uint8_t* panel) {
   const int64_t stride = BlockStride(QFormat::kQ6_K);
-  constexpr int kCB = kCodeBytes * 3 / 4;
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  constexpr int kCB = PackedCodeBytes(true, false);
   for (int64_t b = 0; b < nbc; ++b) {
     const uint8_t* pb = blocks + b * pstride;
     uint8_t* out = panel + b * stride;
-    for (int j = 0; j < 8; ++j) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * (j & 3)));
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 128 + 32 * (j & 1)));
-      const __m256i lo = _mm256_and_si256(j < 4 ? v : _mm256_srli_epi16(v, 4), m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * (j >> 1))), m2);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(out + 32 * j), _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
-    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(out + 32 * j), PackedCodes<false, true>(pb, j));
     const uint8_t* header = headers + (b0 + b) / 8 * HeaderBytesOf(Params256::kQ6K);
     for (int v = 0; v < 2; ++v) {
       const __m256 scale = LoadParams8<Params256::kQ6K>(pb + kCB, v, header);
@@ -677,8 +680,6 @@ void QuantRowsPackedP(const QuantArgs& args, int64_t row_begin, int64_t row_end,
   switch (PackedParams(*args.w, args.fmt)) {
     case Params256::kF16:
       return QuantRowsPackedT<kBias, kSigned, kNib, Params256::kF16>(args, row_begin, row_end, scratch);
-    case Params256::kBF16:
-      return QuantRowsPackedT<kBias, kSigned, kNib, Params256::kBF16>(args, row_begin, row_end, scratch);
     case Params256::kF16PerGroup:  // MLX only: a scale and a bias
       if constexpr (kBias) {
         return QuantRowsPackedT<true, kSigned, kNib, Params256::kF16PerGroup>(args, row_begin, row_end, scratch);

@@ -311,7 +311,7 @@ void RowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* s
       int nrows[2] = {static_cast<int>(std::min<int64_t>(kRows, row_end - g0)), 0};
       const bool has_g1 = r0[1] < row_end;
       if (has_g1) nrows[1] = static_cast<int>(std::min<int64_t>(kRows, row_end - r0[1]));
-      for (int j = 0; j < 2; ++j) panels[j].At(w.packed, r0[has_g1 ? j : 0] / kRows, nb, kPk);
+      for (int j = 0; j < 2; ++j) panels[j].At(w.packed, r0[has_g1 ? j : 0] / kRows, nb);
       const GroupPanel* g[2] = {&panels[0], &panels[1]};
       for (int k = 0; k < n_tiles; k += 2) {
         const bool has_t1 = k + 1 < n_tiles;

@@ -69,10 +69,9 @@ int64_t EvenPart(int64_t n, int64_t most) {
   return (n + parts - 1) / parts;
 }
 
-// Whether the packed blocks hold two scales, one per 16-column half: Q6_K, the one format whose parameters stay f32
-// without a bias (Q8_0 and Q4_0 keep f16 scales).
-template <bool kBias, ParamKind kPk>
-constexpr bool kTwoScales = !kBias && kPk == ParamKind::kF32;
+// Whether the packed blocks hold two scales, one per 16-column half: Q6_K's.
+template <ParamKind kPk>
+constexpr bool kTwoScales = kPk == ParamKind::kQ6K;
 
 // Dequantizes the group's blocks [b0, b1) into `panel` (block b at (b - b0) * kPanelBlock): value =
 // fma(code, scale, bias) (kBias) or code * scale, then bf16. Packed register j holds codes 4j..4j+3 of each row (a
@@ -90,7 +89,7 @@ void Dequantize(const PackedRows& g, int64_t b0, int64_t b1, uint8_t* panel) {
     const __m512 scale0 = LoadParams<kPk>(g.Params(b), 0, g.Header(b));
     __m512 bias = _mm512_setzero_ps(), scale1 = scale0;
     if constexpr (kBias) bias = LoadParams<kPk>(g.Params(b), 1, g.Header(b));
-    if constexpr (kTwoScales<kBias, kPk>) scale1 = LoadParams<kPk>(g.Params(b), 1, g.Header(b));
+    if constexpr (kTwoScales<kPk>) scale1 = LoadParams<kPk>(g.Params(b), 1, g.Header(b));
     auto value = [&](__m512i v, int c, __m512 scale) {
       __m512i code;
       if constexpr (kSigned) {
@@ -192,7 +191,7 @@ void RowsT(const Bf16Args& a, int64_t row_begin, int64_t row_end, uint8_t* scrat
         const int nrows[2] = {static_cast<int>(std::min<int64_t>(kRows, row_end - r0[0])),
                               has_g1 ? static_cast<int>(std::min<int64_t>(kRows, row_end - r0[1])) : 0};
         for (int j = 0; j < (has_g1 ? 2 : 1); ++j) {
-          g.At(w.packed, r0[j] / kRows, nb, kPk);
+          g.At(w.packed, r0[j] / kRows, nb);
           Dequantize<kBias, kSigned, kPk>(g, k0, k1, panels[j]);
         }
         const uint8_t* const panel[2] = {panels[0], panels[has_g1 ? 1 : 0]};
@@ -244,10 +243,10 @@ KernelKind KindOf(const MatrixView& w, QFormat fmt) {
   return {HasBias(fmt), Avx512Kernels()->code_offset(w, fmt) != 0, static_cast<ParamKind>(Avx512PackedParamKind(w, fmt))};
 }
 
-// PickKernel's instance of K for kind k, and the one for Q6_K's blocks (signed codes, two f32 scales).
+// PickKernel's instance of K for kind k, and the one for Q6_K's blocks (signed codes, two scales).
 template <template <bool, bool, ParamKind> class K>
 auto PickBf16Kernel(const KernelKind& k) -> decltype(&K<true, false, ParamKind::kF32>::Run) {
-  if (!k.bias && k.is_signed && k.pk == ParamKind::kF32) return &K<false, true, ParamKind::kF32>::Run;
+  if (!k.bias && k.is_signed && k.pk == ParamKind::kQ6K) return &K<false, true, ParamKind::kQ6K>::Run;
   return PickKernel<K>(k.bias, k.is_signed, k.pk);
 }
 
@@ -283,9 +282,9 @@ void GatedRowsT(const GatedBf16Args& a, int64_t group_begin, int64_t group_end, 
   for (int64_t tb0 = 0; tb0 < n; tb0 += tok_block) {
     const int64_t tb1 = std::min(n, tb0 + tok_block);
     for (int64_t g = group_begin; g < group_end; ++g) {
-      pg.At(a.gate->packed, g, nb, kPk);
+      pg.At(a.gate->packed, g, nb);
       Dequantize<kBias, kSigned, kPk>(pg, 0, nb, panels[0]);
-      pu.At(a.up->packed, g, nb, kPk);
+      pu.At(a.up->packed, g, nb);
       Dequantize<kBias, kSigned, kPk>(pu, 0, nb, panels[1]);
       const uint8_t* const panel[2] = {panels[0], panels[1]};
       for (int64_t t0 = tb0; t0 < tb1; t0 += 2 * kTok) {

@@ -258,13 +258,13 @@ void ExpandParams(const TileGroups<G>& tg, int header_shift, int64_t stride, int
       for (int v = 0; v < 2; ++v)
         _mm512_store_ps(ExpandedAt<G>(expanded, b, g, v),
                         LoadParams<kPk>(tg.panel[g] + b * stride + code_bytes, v,
-                                        HeaderOf(tg.headers[g], b, header_shift)));
+                                        HeaderOf(kPk, tg.headers[g], b, header_shift)));
 }
 
 // One register tile: G x 16 rows x T tokens over the chunk's nbc blocks. kSubs: int sums per block (2 for Q6_K);
-// kBias: Q4_K / MLX bias term. kNib: the panel's codes are nibble-packed (repacked 4-bit formats): 4 vectors per
-// block, vector k holding register k in its low nibbles and register k + 4 in its high nibbles. kPk: how the block's
-// parameters are stored (packed_params-inl.h; panels built per call hold f32).
+// kBias: Q4_K / MLX bias term. kNib: the panel's codes are nibble-packed (repacked 4-bit formats). kPk: how the block's
+// parameters are stored (packed_params-inl.h; panels built per call hold f32); kQ6K also packs the codes in planes
+// (PackedCodes).
 // Two groups share each broadcast of a token's 4 activation bytes (and of its scales): broadcasts are loads, and the
 // load ports, not the multiplies, bound a 16-row tile (one broadcast per vpdpbusd). Each output's operations are the
 // same whatever G and T: they only change which register holds its accumulator. The first chunk (b0 == 0) starts
@@ -272,8 +272,8 @@ void ExpandParams(const TileGroups<G>& tg, int header_shift, int64_t stride, int
 template <int T, int G, int kSubs, bool kBias, bool kNib, ParamKind kPk, bool kExp>
 void Tile(const TileGroups<G>& tg, int header_shift, int64_t stride, int64_t nbc, const QuantizedActs& a, int64_t t0,
           int64_t b0) {
-  constexpr int kCB = kNib ? kCodeBytes / 2 : kCodeBytes;
-  const __m512i nib_mask = _mm512_set1_epi8(0x0F);
+  constexpr bool kSix = kPk == ParamKind::kQ6K;
+  constexpr int kCB = PackedCodeBytes(kSix, kNib);
   __m512 f[G][T];
   const int8_t* xq[T];
   const float* dx[T];
@@ -294,7 +294,7 @@ void Tile(const TileGroups<G>& tg, int header_shift, int64_t stride, int64_t nbc
 #pragma GCC unroll 2
     for (int g = 0; g < G; ++g) {
       pb[g] = tg.panel[g] + b * stride;
-      header[g] = HeaderOf(tg.headers[g], b, header_shift);
+      header[g] = HeaderOf(kPk, tg.headers[g], b, header_shift);
     }
     // The next chunk's lines, a block's share at a time, so the loads stream while the products run.
 #pragma GCC unroll 2
@@ -323,14 +323,7 @@ void Tile(const TileGroups<G>& tg, int header_shift, int64_t stride, int64_t nbc
       for (int j = s * (8 / kSubs); j < (s + 1) * (8 / kSubs); ++j) {
         __m512i wj[G];
 #pragma GCC unroll 2
-        for (int g = 0; g < G; ++g) {
-          if constexpr (kNib) {
-            const __m512i v = _mm512_loadu_si512(pb[g] + 64 * (j & 3));
-            wj[g] = _mm512_and_si512(j < 4 ? v : _mm512_srli_epi16(v, 4), nib_mask);
-          } else {
-            wj[g] = _mm512_loadu_si512(pb[g] + 64 * j);
-          }
-        }
+        for (int g = 0; g < G; ++g) wj[g] = PackedCodes<kNib, kSix>(pb[g], j);
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
           const __m512i x = Bcast4(xq[t] + b * 32 + 4 * j);
@@ -532,9 +525,12 @@ void QuantizeActsAvx512(const float* x, int64_t t0, int64_t t1, int code_offset,
 }
 
 size_t PanelBytes() { return kChunkBlocks * (kCodeBytes + 64 * 2); }
+// A task's scratch: two panels (the one QuantRowsT builds; two row groups' Q6_K chunks unpacked by the packed path),
+// then two row groups' accumulators.
+size_t AccOffset() { return 2 * PanelBytes(); }
 
-size_t ScratchBytes(int64_t n_tokens, int64_t /*cols*/) {  // the panel, then two row groups' accumulators
-  return PanelBytes() + 2 * static_cast<size_t>(std::min<int64_t>(n_tokens, kTokBlock)) * 64 + 64;
+size_t ScratchBytes(int64_t n_tokens, int64_t /*cols*/) {
+  return AccOffset() + 2 * static_cast<size_t>(std::min<int64_t>(n_tokens, kTokBlock)) * 64 + 64;
 }
 
 int CodeOffset(const MatrixView& w, QFormat fmt) { return CodeOffsetOf<false>(w, fmt); }
@@ -575,7 +571,7 @@ void QuantRowsT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8
   const QFormat fmt = args.fmt;
   const int64_t nb = a.nb, n_tokens = a.n_tokens, stride = BlockStride(fmt);
   uint8_t* panel = scratch;
-  float* acc = reinterpret_cast<float*>(scratch + PanelBytes());
+  float* acc = reinterpret_cast<float*>(scratch + AccOffset());
   const bool stream = StreamOutput(args);
   auto tile = [&](int tt, int64_t nbc, int64_t t0, int64_t b0, float* ac) {
     const TileGroups<1> tg{{panel}, {nullptr}, {ac}};
@@ -644,17 +640,19 @@ ParamKind PackedParams(const MatrixView& w, QFormat fmt) {
                                     : w.dtype == DType::kBF16 ? ParamKind::kBF16PerGroup : ParamKind::kF32;
     case QFormat::kQ4_K:
       return ParamKind::kQ4K;  // products d * sub-block scale: the kernel forms them from the stored fields
-    default:
-      return ParamKind::kF32;  // Q6_K: products d * sub-block scale, not 16-bit values
+    case QFormat::kQ6_K:
+      return ParamKind::kQ6K;  // likewise
   }
+  return ParamKind::kF32;
 }
+int CodeBytes(const MatrixView& w, QFormat fmt) { return PackedCodeBytes(fmt == QFormat::kQ6_K, Nibbles(w, fmt)); }
 int64_t PackedStride(const MatrixView& w, QFormat fmt) {
-  return (Nibbles(w, fmt) ? kCodeBytes / 2 : kCodeBytes) + ParamBytes(PackedParams(w, fmt)) * ParamVectors(fmt);
+  return CodeBytes(w, fmt) + ParamBytes(PackedParams(w, fmt)) * ParamVectors(fmt);
 }
-// One header per 2^shift blocks: a Q4_K super-block, an MLX group (32, 64 or 128 columns: 1, 2 or 4 blocks).
+// One header per 2^shift blocks: a K-quant's super-block, an MLX group (32, 64 or 128 columns: 1, 2 or 4 blocks).
 int HeaderShift(const MatrixView& w, QFormat fmt) {
   const ParamKind pk = PackedParams(w, fmt);
-  if (pk == ParamKind::kQ4K) return kQ4KHeaderShift;
+  if (pk == ParamKind::kQ4K || pk == ParamKind::kQ6K) return kKQuantHeaderShift;
   return HasHeaders(pk) ? MlxGroupShift(w) : 0;
 }
 int64_t HeaderBytes(const MatrixView& w, QFormat fmt) {
@@ -670,8 +668,8 @@ template <typename U>
 void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
   const int64_t nb = w.cols / 32, groups = (w.rows + kRows - 1) / kRows;
   const int64_t stride = BlockStride(fmt), pstride = PackedStride(w, fmt);
-  const bool nib = Nibbles(w, fmt);
-  const int pv = ParamVectors(fmt);
+  const bool six = fmt == QFormat::kQ6_K, nib = Nibbles(w, fmt) || six;  // Q6_K: low 4 bits as nibbles, 2 in a plane
+  const int pv = ParamVectors(fmt), code_bytes = CodeBytes(w, fmt);
   const ParamKind pk = PackedParams(w, fmt);
   const int shift = HeaderShift(w, fmt);
   const int64_t header_bytes = HeaderBytes(w, fmt);
@@ -685,30 +683,36 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
     for (int i = 0; i < kRows; ++i) rows[i] = w.Row(r0 + std::min(i, nrows - 1));
     uint8_t* headers = out + g * (header_bytes + nb * pstride);  // as PackedGroupAt reads them
     uint8_t* blocks = headers + header_bytes;
-    if (pk == ParamKind::kQ4K) {
-      PackQ4KParams<kRows>(rows, nb, pstride, nib ? kCodeBytes / 2 : kCodeBytes, headers, blocks);
-    }
+    if (pk == ParamKind::kQ4K) PackQ4KParams<kRows>(rows, nb, pstride, code_bytes, headers, blocks);
+    if (pk == ParamKind::kQ6K) PackQ6KParams<kRows>(rows, nb, pstride, code_bytes, headers, blocks);
     for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
       const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
       BuildPanel<U>(w, fmt, rows, r0, nrows, b0, nbc, panel);
       for (int64_t b = 0; b < nbc; ++b) {
         const uint8_t* src = panel + b * stride;
         uint8_t* dst = blocks + (b0 + b) * pstride;
-        int code_bytes = kCodeBytes;
         if (nib) {
           for (int k = 0; k < 4; ++k) {
             const __m512i lo = _mm512_load_si512(src + 64 * k), hi = _mm512_load_si512(src + 64 * (k + 4));
             _mm512_storeu_si512(dst + 64 * k,
                                 _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(_mm512_and_si512(hi, m4), 4)));
           }
-          code_bytes = kCodeBytes / 2;
+          for (int m = 0; six && m < 2; ++m) {  // the high 2 bits: register 2q + m at bits 2q of vector m
+            __m512i plane = _mm512_setzero_si512();
+            for (int q = 0; q < 4; ++q) {
+              const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(_mm512_load_si512(src + 64 * (2 * q + m)), 4),
+                                                  _mm512_set1_epi8(0x03));
+              plane = _mm512_or_si512(plane, _mm512_sll_epi16(hi, _mm_cvtsi32_si128(2 * q)));
+            }
+            _mm512_storeu_si512(dst + kCodeBytes / 2 + 64 * m, plane);
+          }
         } else {
           std::memcpy(dst, src, kCodeBytes);
         }
-        if (pk == ParamKind::kQ4K) continue;  // written by PackQ4KParams
+        if (pk == ParamKind::kQ4K || pk == ParamKind::kQ6K) continue;  // written by PackQ4KParams, PackQ6KParams
         const bool per_group = HasHeaders(pk);
         if (per_group && ((b0 + b) & ((int64_t{1} << shift) - 1)) != 0) continue;  // the group's first block stored it
-        uint8_t* to = per_group ? headers + ((b0 + b) >> shift) * kHeaderBytes : dst + code_bytes;
+        uint8_t* to = per_group ? headers + ((b0 + b) >> shift) * HeaderBytesOf(pk) : dst + code_bytes;
         for (int v = 0; v < pv; ++v)
           StoreParams(pk, _mm512_load_ps(reinterpret_cast<const float*>(src + kCodeBytes) + 16 * v), to, v);
       }
@@ -736,27 +740,60 @@ struct PackedTask {
   }
 };
 
+// Q6_K's codes take 4-5 operations a register to unpack from their planes (PackedCodes): with several token tiles a
+// chunk, each group's chunk is unpacked once into the on-the-fly path's panel layout (codes as bytes, the parameters'
+// f32 values; BuildPanel's) at panels + g * PanelBytes(), and the tiles read that.
+template <int G>
+void UnpackQ6KChunk(const TileGroups<G>& tg, int header_shift, int64_t pstride, int64_t nbc, uint8_t* panels) {
+  constexpr int kCB = PackedCodeBytes(true, false);
+  const int64_t stride = BlockStride(QFormat::kQ6_K);
+  for (int g = 0; g < G; ++g) {
+    for (int64_t b = 0; b < nbc; ++b) {
+      const uint8_t* pb = tg.panel[g] + b * pstride;
+      uint8_t* out = panels + g * PanelBytes() + b * stride;
+      __m512i reg[8];
+      UnpackSixBitCodes(pb, reg);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) _mm512_store_si512(out + 64 * j, reg[j]);
+      const uint8_t* header = HeaderOf(ParamKind::kQ6K, tg.headers[g], b, header_shift);
+      for (int v = 0; v < 2; ++v)
+        _mm512_store_ps(out + kCodeBytes + 64 * v, LoadParams<ParamKind::kQ6K>(pb + kCB, v, header));
+    }
+  }
+}
+// Token tiles a chunk from which a pass unpacks Q6_K's chunks.
+constexpr int64_t kUnpackTiles = 3;
+
 // Row groups g0..g0 + G - 1 for tokens [tb0, tb0 + nt): each chunk of blocks through all token tiles, then the rows
-// stored. acc holds each group's accumulators, nt x 16 floats apart.
+// stored. acc holds each group's accumulators, nt x 16 floats apart; `panels`: room for G unpacked chunks.
 template <int G, int kSubs, bool kBias, bool kNib, ParamKind kPk>
 void PackedGroupsPass(const QuantArgs& args, const PackedTask& pt, int64_t g0, int64_t tb0, int64_t nt, float* acc,
-                      bool stream) {
+                      uint8_t* panels, bool stream) {
   constexpr int kTile = kTokTileOf<G>;
+  constexpr bool kSix = kPk == ParamKind::kQ6K;
   const int64_t nb = pt.nb, n_tiles = (nt + kTile - 1) / kTile;
   const int64_t pf_bytes = kChunkBlocks * pt.pstride + GroupHeaderBytes(kPk, kChunkBlocks, pt.shift);
   alignas(64) float expanded[kExpands<kPk> ? kChunkBlocks * G * 2 * 16 : 1];
   const bool expand = kExpands<kPk> && n_tiles >= kExpandTiles;
+  const bool unpack = kSix && n_tiles >= kUnpackTiles;
   for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
     const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
     TileGroups<G> tg;
     for (int g = 0; g < G; ++g) {
       const PackedGroup pg = pt.Group(g0 + g);
       tg.panel[g] = pg.blocks + b0 * pt.pstride;
-      tg.headers[g] = HasHeaders(kPk) ? HeaderOf(pg.headers, b0, pt.shift) : nullptr;
+      tg.headers[g] = HasHeaders(kPk) ? HeaderOf(kPk, pg.headers, b0, pt.shift) : nullptr;
     }
     if (expand) {
-      ExpandParams<G, kPk>(tg, pt.shift, pt.pstride, nbc, kNib ? kCodeBytes / 2 : kCodeBytes, expanded);
+      ExpandParams<G, kPk>(tg, pt.shift, pt.pstride, nbc, PackedCodeBytes(kSix, kNib), expanded);
       tg.expanded = expanded;
+    }
+    if (unpack) {
+      UnpackQ6KChunk<G>(tg, pt.shift, pt.pstride, nbc, panels);
+      for (int g = 0; g < G; ++g) {
+        tg.panel[g] = panels + g * PanelBytes();
+        tg.headers[g] = nullptr;
+      }
     }
     // The chunks the next pass reads (these groups' next chunks, or the next groups' first ones): prefetched a
     // block's share at a time through the first token tile (the later tiles read this chunk from L1), not in one
@@ -772,7 +809,13 @@ void PackedGroupsPass(const QuantArgs& args, const PackedTask& pt, int64_t g0, i
       const int64_t t0 = tb0 + k * kTile;
       for (int g = 0; g < G; ++g) tg.acc[g] = acc + (g * nt + t0 - tb0) * 16;
       const int tt = static_cast<int>(std::min<int64_t>(kTile, tb0 + nt - t0));
-      if (expand) {  // kExpands<kPk> is false for the other kinds: one instance either way
+      if constexpr (kSix) {
+        if (unpack) {
+          RunTile<G, kSubs, kBias>(tt, tg, BlockStride(QFormat::kQ6_K), nbc, *args.acts, t0, b0);
+        } else {
+          RunTile<G, kSubs, kBias, kNib, kPk>(tt, tg, pt.pstride, nbc, *args.acts, t0, b0, pt.shift);
+        }
+      } else if (expand) {  // kExpands<kPk> is false for the other kinds: one instance either way
         RunTile<G, kSubs, kBias, kNib, kPk, kExpands<kPk>>(tt, tg, pt.pstride, nbc, *args.acts, t0, b0, pt.shift);
       } else {
         RunTile<G, kSubs, kBias, kNib, kPk>(tt, tg, pt.pstride, nbc, *args.acts, t0, b0, pt.shift);
@@ -793,7 +836,7 @@ template <int kSubs, bool kBias, bool kNib, ParamKind kPk>
 void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
   const MatrixView& w = *args.w;
   const int64_t nb = args.acts->nb, n_tokens = args.acts->n_tokens, pstride = PackedStride(w, args.fmt);
-  float* acc = reinterpret_cast<float*>(scratch + PanelBytes());
+  float* acc = reinterpret_cast<float*>(scratch + AccOffset());
   const bool stream = StreamOutput(args);
   PackedTask pt{w.packed, nb, pstride, HeaderBytes(w, args.fmt), row_end, (row_end + kRows - 1) / kRows, nullptr,
                 HeaderShift(w, args.fmt)};
@@ -803,9 +846,9 @@ void QuantRowsPackedT(const QuantArgs& args, int64_t row_begin, int64_t row_end,
     const int pair = nt >= kTokTileOf<2> ? 2 : 1;  // fewer tokens: one group's tile, with two chains per token
     for (int64_t g0 = row_begin / kRows; g0 < pt.g_end; g0 += pair) {
       if (pair == 2 && g0 + 1 < pt.g_end) {
-        PackedGroupsPass<2, kSubs, kBias, kNib, kPk>(args, pt, g0, tb0, nt, acc, stream);
+        PackedGroupsPass<2, kSubs, kBias, kNib, kPk>(args, pt, g0, tb0, nt, acc, scratch, stream);
       } else {
-        PackedGroupsPass<1, kSubs, kBias, kNib, kPk>(args, pt, g0, tb0, nt, acc, stream);
+        PackedGroupsPass<1, kSubs, kBias, kNib, kPk>(args, pt, g0, tb0, nt, acc, scratch, stream);
       }
     }
   }
@@ -844,7 +887,7 @@ void QuantRowsPackedP(const QuantArgs& args, int64_t row_begin, int64_t row_end,
 void QuantRowsPacked(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
   const QFormat fmt = args.fmt;
   if (fmt == QFormat::kQ6_K) {
-    QuantRowsPackedT<2, false, false, ParamKind::kF32>(args, row_begin, row_end, scratch);
+    QuantRowsPackedT<2, false, false, ParamKind::kQ6K>(args, row_begin, row_end, scratch);
   } else if (Nibbles(*args.w, fmt)) {
     if (HasBias(fmt)) {
       QuantRowsPackedP<1, true, true>(args, row_begin, row_end, scratch);

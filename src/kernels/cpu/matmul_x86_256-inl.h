@@ -530,24 +530,6 @@ void StoreParams8(Params256 k, const float* f, uint8_t* p, int v) {
   std::memcpy(p + 16 * v, h, sizeof(h));
 }
 
-// Q6_K's packed parameters for a row group (rows[i]: row i, a ragged group repeating its last row): per super-block
-// a header of the rows' f16 d, per block the rows' int8 scales of its first 16 columns, then of its last 16.
-void PackQ6KParams(const uint8_t* const* rows, int64_t nb, int64_t pstride, int code_bytes, uint8_t* headers,
-                   uint8_t* blocks) {
-  for (int64_t sb = 0; sb < nb / 8; ++sb) {
-    uint16_t* h = reinterpret_cast<uint16_t*>(headers + sb * HeaderBytesOf(Params256::kQ6K));
-    for (int i = 0; i < kRows; ++i) {
-      const auto* blk = reinterpret_cast<const BlockQ6_K*>(rows[i]) + sb;
-      h[i] = blk->d;
-      for (int j = 0; j < 8; ++j) {
-        int8_t* p = reinterpret_cast<int8_t*>(blocks + (sb * 8 + j) * pstride + code_bytes);
-        p[i] = blk->scales[2 * j];
-        p[kRows + i] = blk->scales[2 * j + 1];
-      }
-    }
-  }
-}
-
 template <typename U>
 void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
   const int64_t nb = w.cols / 32, groups = (w.rows + kRows - 1) / kRows;
@@ -569,7 +551,7 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
     uint8_t* headers = out + g * group_bytes;
     uint8_t* blocks = headers + header_bytes;
     if (pk == Params256::kQ4K) PackQ4KParams<kRows>(rows, nb, pstride, code_bytes, headers, blocks);
-    if (pk == Params256::kQ6K) PackQ6KParams(rows, nb, pstride, code_bytes, headers, blocks);
+    if (pk == Params256::kQ6K) PackQ6KParams<kRows>(rows, nb, pstride, code_bytes, headers, blocks);
     for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
       const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
       BuildPanel<U>(w, fmt, rows, r0, nrows, b0, nbc, panel);

@@ -1,6 +1,6 @@
 // Weight-code unpackers shared by the x86 paths: one 32-column block of one weight row -> 32 code bytes
 // in a __m256i, in column order, ready for an int8 dot product. AVX2 instructions only. Also what their packed
-// copies share: which formats keep nibble codes, MLX's group in blocks, and Q4_K's parameter fields.
+// copies share: which formats keep nibble codes, MLX's group in blocks, and the K-quants' parameter fields.
 //
 // Included by each x86 path's .cpp inside its `#pragma GCC target` region and anonymous namespace, so
 // every path gets its own internal copy compiled for its own instruction set (no ODR sharing of code
@@ -218,6 +218,26 @@ void PackQ4KParams(const uint8_t* const* rows, int64_t nb, int64_t pstride, int 
           p[i] = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
           p[kR + i] = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
         }
+      }
+    }
+  }
+}
+
+// Q6_K's parameters in the packed copies, for a row group of kR rows (rows[i] as PackQ4KParams'): per super-block a
+// header of the kR rows' f16 d (2 * kR bytes), per block kR int8 scales of the rows' first 16 columns then kR of their
+// last 16, at blocks + code_bytes + b * pstride. The kernels form d * scale as their BuildParams does.
+template <int kR>
+void PackQ6KParams(const uint8_t* const* rows, int64_t nb, int64_t pstride, int code_bytes, uint8_t* headers,
+                   uint8_t* blocks) {
+  for (int64_t sb = 0; sb < nb / 8; ++sb) {
+    uint16_t* h = reinterpret_cast<uint16_t*>(headers + sb * 2 * kR);
+    for (int i = 0; i < kR; ++i) {
+      const auto* blk = reinterpret_cast<const BlockQ6_K*>(rows[i]) + sb;
+      h[i] = blk->d;
+      for (int j = 0; j < 8; ++j) {
+        int8_t* p = reinterpret_cast<int8_t*>(blocks + (sb * 8 + j) * pstride + code_bytes);
+        p[i] = blk->scales[2 * j];
+        p[kR + i] = blk->scales[2 * j + 1];
       }
     }
   }

@@ -9,7 +9,9 @@
 //
 // sdot multiplies signed by signed bytes, so codes are stored signed: Q8_0 q, Q6_K q - 32, 5-7 bit MLX q,
 // 8-bit MLX q - 128 (code offset -128). 4-bit codes (Q4_0, Q4_K, MLX up to 4 bits) are stored as 0..15, two
-// per byte (low nibble: register j, high nibble: register j + 4); Q4_0's are q, code offset 8.
+// per byte (low nibble: register j, high nibble: register j + 4); Q4_0's are q, code offset 8. Parameters that
+// come from 16-bit values (Q8_0's and Q4_0's f16 scales, MLX's f16 or bf16 scales and biases) are stored as those
+// (exact both ways), so a Q8_0 or Q4_0 copy is the file's size; the K-quants' products d * sub-block scale as f32.
 #include <arm_neon.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "kernels/matmul_internal.h"
+#include "tensor/fp16.h"
 #include "tensor/matrix.h"
 
 #pragma GCC push_options
@@ -33,13 +36,18 @@ constexpr int kTokBlock = 64;     // tokens per pass over a group (their activat
 
 #define PARALLM_INLINE inline __attribute__((always_inline))
 
+// How a block's parameters are stored: as f32, or as the f16 or bf16 values they were converted from.
+enum class Param : int { kF32, kF16, kBF16 };
+
 // How a format's blocks are stored in a panel.
 struct Layout {
   bool nibbles = false;  // 4-bit codes, two per byte
   int offset = 0;        // stored code = the format's code + offset (corr undoes it)
-  int params = 1;        // f32 vectors after the codes: scale, then bias (Q4_K, MLX) or the second scale (Q6_K)
+  int params = 1;        // vectors after the codes: scale, then bias (Q4_K, MLX) or the second scale (Q6_K)
+  Param param = Param::kF32;
   constexpr int CodeBytes() const { return nibbles ? 64 : 128; }
-  constexpr int64_t Stride() const { return CodeBytes() + 16 * params; }
+  constexpr int ParamBytes() const { return param == Param::kF32 ? 16 : 8; }  // a vector: 4 rows' values
+  constexpr int64_t Stride() const { return CodeBytes() + ParamBytes() * params; }
   // A group's panel: all of a row's 32-column blocks.
   int64_t GroupBytes(const MatrixView& w) const { return w.cols / 32 * Stride(); }
 };
@@ -49,9 +57,13 @@ Layout LayoutOf(const MatrixView& w, QFormat fmt) {
   Layout l;
   l.params = fmt == QFormat::kQ6_K || HasBias(fmt) ? 2 : 1;
   switch (fmt) {
+    case QFormat::kQ8_0:
+      l.param = Param::kF16;
+      break;
     case QFormat::kQ4_0:
       l.nibbles = true;
       l.offset = 8;
+      l.param = Param::kF16;
       break;
     case QFormat::kQ4_K:
       l.nibbles = true;
@@ -59,11 +71,17 @@ Layout LayoutOf(const MatrixView& w, QFormat fmt) {
     case QFormat::kMlx:
       l.nibbles = w.mlx.bits <= 4;
       l.offset = w.mlx.bits == 8 ? -128 : 0;
+      l.param = w.dtype == DType::kF16 ? Param::kF16 : w.dtype == DType::kBF16 ? Param::kBF16 : Param::kF32;
       break;
     default:
       break;
   }
   return l;
+}
+
+// A parameter stored as the 16-bit value it came from (F16ToF32 and BF16ToF32 of it give the f32 back).
+uint16_t ParamBits(Param p, float f) {
+  return p == Param::kF16 ? F32ToF16(f) : static_cast<uint16_t>(BitsFromF32(f) >> 16);
 }
 
 // The panel of the group of rows [r0, r0 + 4) (a ragged last group repeats its last row): nb blocks of
@@ -98,9 +116,29 @@ void PackGroup(const MatrixView& w, QFormat fmt, const Layout& l, int64_t r0, ui
             pb[16 * (j - 4) + 4 * i + k] |= static_cast<uint8_t>(c << 4);
           }
         }
-    auto* pp = reinterpret_cast<float*>(pb + l.CodeBytes());
     for (int v = 0; v < l.params; ++v)
-      for (int i = 0; i < kRows; ++i) pp[4 * v + i] = params[static_cast<size_t>(i * 2 * nb + v * nb + b)];
+      for (int i = 0; i < kRows; ++i) {
+        const float f = params[static_cast<size_t>(i * 2 * nb + v * nb + b)];
+        uint8_t* p = pb + l.CodeBytes() + v * l.ParamBytes();
+        if (l.param == Param::kF32) {
+          std::memcpy(p + 4 * i, &f, 4);
+        } else {
+          const uint16_t h = ParamBits(l.param, f);
+          std::memcpy(p + 2 * i, &h, 2);
+        }
+      }
+  }
+}
+
+// Vector v of a block's parameters at p (4 rows' values, stored as kParam), as f32.
+template <Param kParam>
+PARALLM_INLINE float32x4_t LoadParams(const uint8_t* p, int v) {
+  if constexpr (kParam == Param::kF32) {
+    return vld1q_f32(reinterpret_cast<const float*>(p) + 4 * v);
+  } else {
+    const uint16x4_t h = vld1_u16(reinterpret_cast<const uint16_t*>(p) + 4 * v);
+    if constexpr (kParam == Param::kF16) return vcvt_f32_f16(vreinterpret_f16_u16(h));
+    return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
   }
 }
 
@@ -137,7 +175,7 @@ PARALLM_INLINE int32x4_t DotChain(int32x4_t acc, const int8x16_t* w, int8x16_t x
 }
 
 // Tokens [t0, t0 + T) against all nb blocks of one group's panel; out[t * 4 + lane].
-template <int T, int kSubs, bool kBias, bool kNibbles>
+template <int T, int kSubs, bool kBias, bool kNibbles, Param kParam>
 void Tile(const uint8_t* panel, int64_t stride, int64_t nb, const QuantizedActs& a, int64_t t0, float* out) {
   constexpr int kCodeBytes = kNibbles ? 64 : 128;
   float32x4_t f[T];
@@ -155,7 +193,7 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nb, const QuantizedActs&
   }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* pb = panel + b * stride;
-    const auto* params = reinterpret_cast<const float*>(pb + kCodeBytes);
+    const uint8_t* params = pb + kCodeBytes;
     int8x16_t w[8];
     LoadCodes<kNibbles>(pb, w);
 #pragma GCC unroll 8
@@ -176,26 +214,41 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nb, const QuantizedActs&
       }
 #pragma GCC unroll 2
       for (int s = 0; s < kSubs; ++s)
-        f[t] = vfmaq_f32(f[t], vcvtq_f32_s32(ia[s]), vmulq_n_f32(vld1q_f32(params + 4 * s), dx[t][b]));
-      if constexpr (kBias) f[t] = vfmaq_f32(f[t], vld1q_f32(params + 4), vdupq_n_f32(ds[t][b]));
+        f[t] = vfmaq_f32(f[t], vcvtq_f32_s32(ia[s]), vmulq_n_f32(LoadParams<kParam>(params, s), dx[t][b]));
+      if constexpr (kBias) f[t] = vfmaq_f32(f[t], LoadParams<kParam>(params, 1), vdupq_n_f32(ds[t][b]));
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) vst1q_f32(out + 4 * t, f[t]);
 }
 
-template <int kSubs, bool kBias, bool kNibbles, int... Ts>
+template <int kSubs, bool kBias, bool kNibbles, Param kParam, int... Ts>
 void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, int64_t stride, int64_t nb,
                  const QuantizedActs& a, int64_t t0, float* out) {
   using Fn = void (*)(const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, float*);
-  static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kNibbles>...};
+  static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kNibbles, kParam>...};
   kTiles[tt - 1](panel, stride, nb, a, t0, out);
 }
 
-template <int kSubs, bool kBias, bool kNibbles>
+template <int kSubs, bool kBias, bool kNibbles, Param kParam = Param::kF32>
 void RunTile(int tt, const uint8_t* panel, int64_t stride, int64_t nb, const QuantizedActs& a, int64_t t0,
              float* out) {
-  RunTileImpl<kSubs, kBias, kNibbles>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, stride, nb, a, t0, out);
+  RunTileImpl<kSubs, kBias, kNibbles, kParam>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, stride, nb, a,
+                                              t0, out);
+}
+
+// RunTile for a format with one scale a block, by how its parameters are stored.
+template <bool kBias, bool kNibbles>
+void RunTileP(Param param, int tt, const uint8_t* panel, int64_t stride, int64_t nb, const QuantizedActs& a,
+              int64_t t0, float* out) {
+  switch (param) {
+    case Param::kF16:
+      return RunTile<1, kBias, kNibbles, Param::kF16>(tt, panel, stride, nb, a, t0, out);
+    case Param::kBF16:
+      return RunTile<1, kBias, kNibbles, Param::kBF16>(tt, panel, stride, nb, a, t0, out);
+    case Param::kF32:
+      return RunTile<1, kBias, kNibbles, Param::kF32>(tt, panel, stride, nb, a, t0, out);
+  }
 }
 
 // Tokens [tb0, tb0 + nt) of the group at r0 (nrows valid rows) against its panel, written into args.y.
@@ -210,14 +263,14 @@ void GroupTokens(const QuantArgs& args, const Layout& l, const uint8_t* panel, i
       RunTile<2, false, false>(tt, panel, stride, a.nb, a, t0, out);
     } else if (HasBias(args.fmt)) {
       if (l.nibbles) {
-        RunTile<1, true, true>(tt, panel, stride, a.nb, a, t0, out);
+        RunTileP<true, true>(l.param, tt, panel, stride, a.nb, a, t0, out);
       } else {
-        RunTile<1, true, false>(tt, panel, stride, a.nb, a, t0, out);
+        RunTileP<true, false>(l.param, tt, panel, stride, a.nb, a, t0, out);
       }
     } else if (l.nibbles) {
-      RunTile<1, false, true>(tt, panel, stride, a.nb, a, t0, out);
+      RunTileP<false, true>(l.param, tt, panel, stride, a.nb, a, t0, out);
     } else {
-      RunTile<1, false, false>(tt, panel, stride, a.nb, a, t0, out);
+      RunTileP<false, false>(l.param, tt, panel, stride, a.nb, a, t0, out);
     }
     for (int t = 0; t < tt; ++t)
       std::memcpy(args.y + (t0 + t) * args.y_stride + r0, out + 4 * t, static_cast<size_t>(nrows) * sizeof(float));

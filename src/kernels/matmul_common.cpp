@@ -28,17 +28,6 @@ inline int RoundToInt(float v) {
 
 inline size_t AlignUp(size_t n) { return (n + 63) & ~size_t{63}; }
 
-// ggml get_scale_min_k4 (see tensor/quant.cpp).
-inline void ScaleMinK4(int j, const uint8_t* q, int* sc, int* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 float LoadScale(const uint8_t* p, DType t, int64_t i) {
   switch (t) {
     case DType::kF32: {
@@ -179,6 +168,16 @@ void QuantizeActs(const float* x, int64_t t0, int64_t t1, int code_offset, Quant
         a->corr[(t * nb + b) * 2 + 1] = -code_offset * sum[1];
       }
     }
+  }
+}
+
+void ScaleMinK4(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
   }
 }
 

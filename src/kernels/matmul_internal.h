@@ -64,6 +64,8 @@ void QuantizeActs(const float* x, int64_t t0, int64_t t1, int code_offset, Quant
 // may be null otherwise).
 void BlockParamsRow(const MatrixView& w, QFormat fmt, int64_t r, int64_t b0, int64_t b1, float* scale0,
                     float* scale1, float* bias, int64_t stride);
+// Sub-block j's 6-bit scale and min from a Q4_K super-block's 12 packed bytes q (ggml's get_scale_min_k4).
+void ScaleMinK4(int j, const uint8_t* q, int* sc, int* m);
 // The 32 integer weight codes of block b of row r after the format's own offset (Q8_0: qs; Q4_0: q - 8;
 // Q4_K: q; Q6_K: q - 32; MLX: q), i.e. the integers whose dot with qx the formula above needs.
 void BlockCodes(const MatrixView& w, QFormat fmt, int64_t r, int64_t b, int16_t* codes);

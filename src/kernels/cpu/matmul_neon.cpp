@@ -9,9 +9,14 @@
 //
 // sdot multiplies signed by signed bytes, so codes are stored signed: Q8_0 q, Q6_K q - 32, 5-7 bit MLX q,
 // 8-bit MLX q - 128 (code offset -128). 4-bit codes (Q4_0, Q4_K, MLX up to 4 bits) are stored as 0..15, two
-// per byte (low nibble: register j, high nibble: register j + 4); Q4_0's are q, code offset 8. Parameters that
-// come from 16-bit values (Q8_0's and Q4_0's f16 scales, MLX's f16 or bf16 scales and biases) are stored as those
-// (exact both ways), so a Q8_0 or Q4_0 copy is the file's size; the K-quants' products d * sub-block scale as f32.
+// per byte (low nibble: register j, high nibble: register j + 4); Q4_0's are q, code offset 8.
+//
+// The copy made at load keeps each format's own parameter fields, so it is about the file's size: the 16-bit scales
+// and biases of Q8_0, Q4_0 and MLX as those values (exact both ways); Q4_K's 6-bit sub-block scales and mins as bytes
+// in the block and each super-block's f16 d and dmin once, in a header; Q6_K's codes + 32 as a 4-bit and a 2-bit
+// plane, its int8 half-block scales in the block and f16 d in a header. The kernel forms d * scale (and -(dmin *
+// min)) with BlockParamsRow's f32 operations. Panels built per call (matrices not repacked) and Q6_K's groups unpacked
+// for a batch of several token tiles hold byte codes and f32 parameters.
 #include <arm_neon.h>
 
 #include <algorithm>
@@ -23,6 +28,8 @@
 #include "kernels/matmul_internal.h"
 #include "tensor/fp16.h"
 #include "tensor/matrix.h"
+#include "tensor/quant.h"
+#include "util/check.h"
 
 #pragma GCC push_options
 #pragma GCC target("arch=armv8.2-a+dotprod")
@@ -36,24 +43,34 @@ constexpr int kTokBlock = 64;     // tokens per pass over a group (their activat
 
 #define PARALLM_INLINE inline __attribute__((always_inline))
 
-// How a block's parameters are stored: as f32, or as the f16 or bf16 values they were converted from.
-enum class Param : int { kF32, kF16, kBF16 };
+// How a block's parameters are stored: as f32, as the f16 or bf16 values they were converted from, or as a K-quant's
+// fields (kQ4K: 4 scale bytes then 4 min bytes a block, f16 d then f16 dmin in the header; kQ6K: two vectors of 4
+// int8 scales a block, f16 d in the header).
+enum class Param : int { kF32, kF16, kBF16, kQ4K, kQ6K };
 
-// How a format's blocks are stored in a panel.
+// How a format's blocks are stored in a panel: a group's headers (the K-quants: one per super-block of 8 blocks),
+// then its blocks.
 struct Layout {
   bool nibbles = false;  // 4-bit codes, two per byte
   int offset = 0;        // stored code = the format's code + offset (corr undoes it)
   int params = 1;        // vectors after the codes: scale, then bias (Q4_K, MLX) or the second scale (Q6_K)
   Param param = Param::kF32;
-  constexpr int CodeBytes() const { return nibbles ? 64 : 128; }
-  constexpr int ParamBytes() const { return param == Param::kF32 ? 16 : 8; }  // a vector: 4 rows' values
+  bool six = false;      // Q6_K's codes + 32 as a 4-bit plane (as nibbles) and a 2-bit plane
+  constexpr int CodeBytes() const { return six ? 96 : nibbles ? 64 : 128; }
+  constexpr int ParamBytes() const {  // a vector: 4 rows' values
+    return param == Param::kF32 ? 16 : param == Param::kQ4K || param == Param::kQ6K ? 4 : 8;
+  }
   constexpr int64_t Stride() const { return CodeBytes() + ParamBytes() * params; }
-  // A group's panel: all of a row's 32-column blocks.
-  int64_t GroupBytes(const MatrixView& w) const { return w.cols / 32 * Stride(); }
+  constexpr int HeaderBytes() const { return param == Param::kQ4K ? 16 : param == Param::kQ6K ? 8 : 0; }
+  int64_t HeadersBytes(const MatrixView& w) const { return w.cols / 256 * HeaderBytes(); }
+  // A group's panel: its headers, then all of a row's 32-column blocks.
+  int64_t GroupBytes(const MatrixView& w) const { return HeadersBytes(w) + w.cols / 32 * Stride(); }
 };
-constexpr int64_t kMaxStride = Layout{false, 0, 2}.Stride();  // byte codes and two parameter vectors
+constexpr int64_t kMaxStride = Layout{false, 0, 2}.Stride();  // byte codes and two f32 parameter vectors
 
-Layout LayoutOf(const MatrixView& w, QFormat fmt) {
+// The layout of w's panels: `compact`, the copy made at load; otherwise byte codes and f32 parameters (the panels
+// built per call).
+Layout LayoutOf(const MatrixView& w, QFormat fmt, bool compact) {
   Layout l;
   l.params = fmt == QFormat::kQ6_K || HasBias(fmt) ? 2 : 1;
   switch (fmt) {
@@ -67,14 +84,21 @@ Layout LayoutOf(const MatrixView& w, QFormat fmt) {
       break;
     case QFormat::kQ4_K:
       l.nibbles = true;
+      l.param = Param::kQ4K;
+      break;
+    case QFormat::kQ6_K:
+      l.six = true;
+      l.param = Param::kQ6K;
       break;
     case QFormat::kMlx:
       l.nibbles = w.mlx.bits <= 4;
       l.offset = w.mlx.bits == 8 ? -128 : 0;
       l.param = w.dtype == DType::kF16 ? Param::kF16 : w.dtype == DType::kBF16 ? Param::kBF16 : Param::kF32;
       break;
-    default:
-      break;
+  }
+  if (!compact) {
+    l.param = Param::kF32;
+    l.six = false;
   }
   return l;
 }
@@ -84,10 +108,35 @@ uint16_t ParamBits(Param p, float f) {
   return p == Param::kF16 ? F32ToF16(f) : static_cast<uint16_t>(BitsFromF32(f) >> 16);
 }
 
-// The panel of the group of rows [r0, r0 + 4) (a ragged last group repeats its last row): nb blocks of
-// Stride() bytes. Scalar: it runs once per matrix at load (or per call for a matrix that was not repacked).
+// A K-quant's parameter fields for block b of the 4 rows (rows[i]: row index) at p (the block's parameters) and
+// `header` (its super-block's), as Layout's kQ4K and kQ6K describe them.
+void PackKQuantParams(const MatrixView& w, Param param, const int64_t* rows, int64_t b, uint8_t* p, uint8_t* header) {
+  for (int i = 0; i < kRows; ++i) {
+    const int j = static_cast<int>(b % 8);
+    auto* h = reinterpret_cast<uint16_t*>(header);
+    if (param == Param::kQ4K) {
+      const auto* blk = reinterpret_cast<const BlockQ4_K*>(w.Row(rows[i])) + b / 8;
+      int sc, m;
+      ScaleMinK4(j, blk->scales, &sc, &m);
+      p[i] = static_cast<uint8_t>(sc);
+      p[kRows + i] = static_cast<uint8_t>(m);
+      h[i] = blk->d;
+      h[kRows + i] = blk->dmin;
+    } else {
+      const auto* blk = reinterpret_cast<const BlockQ6_K*>(w.Row(rows[i])) + b / 8;
+      p[i] = static_cast<uint8_t>(blk->scales[2 * j]);
+      p[kRows + i] = static_cast<uint8_t>(blk->scales[2 * j + 1]);
+      h[i] = blk->d;
+    }
+  }
+}
+
+// The panel of the group of rows [r0, r0 + 4) (a ragged last group repeats its last row): its headers, then nb blocks
+// of Stride() bytes. Scalar: it runs once per matrix at load (or per call for a matrix that was not repacked).
 void PackGroup(const MatrixView& w, QFormat fmt, const Layout& l, int64_t r0, uint8_t* out) {
   const int64_t nb = w.cols / 32, stride = l.Stride();
+  uint8_t* headers = out;
+  out += l.HeadersBytes(w);
   thread_local std::vector<float> params;
   params.assign(static_cast<size_t>(nb * kRows * 2), 0.0f);
   int16_t codes[kRows][32];
@@ -102,20 +151,25 @@ void PackGroup(const MatrixView& w, QFormat fmt, const Layout& l, int64_t r0, ui
     uint8_t* pb = out + b * stride;
     for (int i = 0; i < kRows; ++i) {
       BlockCodes(w, fmt, rows[i], b, codes[i]);
-      for (int c = 0; c < 32; ++c) codes[i][c] = static_cast<int16_t>(codes[i][c] + l.offset);
+      for (int c = 0; c < 32; ++c) codes[i][c] = static_cast<int16_t>(codes[i][c] + (l.six ? 32 : l.offset));
     }
+    std::memset(pb, 0, static_cast<size_t>(l.CodeBytes()));
     for (int j = 0; j < 8; ++j)
       for (int i = 0; i < kRows; ++i)
         for (int k = 0; k < 4; ++k) {
           const int c = codes[i][4 * j + k];
-          if (!l.nibbles) {
+          if (!l.nibbles && !l.six) {
             pb[16 * j + 4 * i + k] = static_cast<uint8_t>(static_cast<int8_t>(c));
-          } else if (j < 4) {
-            pb[16 * j + 4 * i + k] = static_cast<uint8_t>(c);
-          } else {
-            pb[16 * (j - 4) + 4 * i + k] |= static_cast<uint8_t>(c << 4);
+            continue;
           }
+          pb[16 * (j % 4) + 4 * i + k] |= static_cast<uint8_t>(j < 4 ? c & 15 : (c & 15) << 4);
+          // Q6_K: register j's high 2 bits at bits 2 (j / 2) of the 2-bit plane's vector j % 2.
+          if (l.six) pb[64 + 16 * (j % 2) + 4 * i + k] |= static_cast<uint8_t>((c >> 4) << (2 * (j / 2)));
         }
+    if (l.param == Param::kQ4K || l.param == Param::kQ6K) {
+      PackKQuantParams(w, l.param, rows, b, pb + l.CodeBytes(), headers + b / 8 * l.HeaderBytes());
+      continue;
+    }
     for (int v = 0; v < l.params; ++v)
       for (int i = 0; i < kRows; ++i) {
         const float f = params[static_cast<size_t>(i * 2 * nb + v * nb + b)];
@@ -130,11 +184,28 @@ void PackGroup(const MatrixView& w, QFormat fmt, const Layout& l, int64_t r0, ui
   }
 }
 
-// Vector v of a block's parameters at p (4 rows' values, stored as kParam), as f32.
+// 4 bytes at p, widened to 32-bit lanes (signed: as int8).
+template <bool kSigned>
+PARALLM_INLINE float32x4_t BytesToF32(const uint8_t* p) {
+  uint32_t u;
+  std::memcpy(&u, p, 4);
+  const uint8x8_t b = vreinterpret_u8_u32(vdup_n_u32(u));
+  if constexpr (kSigned) return vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_u8(b)))));
+  return vcvtq_f32_u32(vmovl_u16(vget_low_u16(vmovl_u8(b))));
+}
+
+// Vector v of a block's parameters at p (4 rows' values, stored as kParam), as f32; `header`: the block's super-block
+// header (the K-quants), from which kQ4K's scale = d * float(sc) and bias = -(dmin * float(m)), kQ6K's scale v =
+// d * float(sc_v), as BlockParamsRow computes them.
 template <Param kParam>
-PARALLM_INLINE float32x4_t LoadParams(const uint8_t* p, int v) {
+PARALLM_INLINE float32x4_t LoadParams(const uint8_t* p, int v, const uint8_t* header = nullptr) {
   if constexpr (kParam == Param::kF32) {
     return vld1q_f32(reinterpret_cast<const float*>(p) + 4 * v);
+  } else if constexpr (kParam == Param::kQ4K || kParam == Param::kQ6K) {
+    const uint16x4_t h = vld1_u16(reinterpret_cast<const uint16_t*>(header) + (kParam == Param::kQ4K ? 4 * v : 0));
+    const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u16(h));
+    const float32x4_t f = vmulq_f32(d, BytesToF32<kParam == Param::kQ6K>(p + 4 * v));
+    return kParam == Param::kQ4K && v == 1 ? vnegq_f32(f) : f;
   } else {
     const uint16x4_t h = vld1_u16(reinterpret_cast<const uint16_t*>(p) + 4 * v);
     if constexpr (kParam == Param::kF16) return vcvt_f32_f16(vreinterpret_f16_u16(h));
@@ -142,9 +213,29 @@ PARALLM_INLINE float32x4_t LoadParams(const uint8_t* p, int v) {
   }
 }
 
-template <bool kNibbles>
+// Q6_K's 8 code registers from its planes: register j's low 4 bits in vector j % 4 of the 4-bit plane (its low
+// nibbles for j < 4, high ones after), its high 2 at bits 2 (j / 2) of vector j % 2 of the 2-bit plane; then - 32.
+PARALLM_INLINE void LoadSixBitCodes(const uint8_t* pb, int8x16_t* w) {
+  const uint8x16_t v0 = vld1q_u8(pb), v1 = vld1q_u8(pb + 16), v2 = vld1q_u8(pb + 32), v3 = vld1q_u8(pb + 48);
+  const uint8x16_t h0 = vld1q_u8(pb + 64), h1 = vld1q_u8(pb + 80), m3 = vdupq_n_u8(3);
+  const uint8x16_t lo[8] = {v0, v1, v2, v3, vshrq_n_u8(v0, 4), vshrq_n_u8(v1, 4), vshrq_n_u8(v2, 4), vshrq_n_u8(v3, 4)};
+  const uint8x16_t hi[8] = {vandq_u8(h0, m3),
+                            vandq_u8(h1, m3),
+                            vandq_u8(vshrq_n_u8(h0, 2), m3),
+                            vandq_u8(vshrq_n_u8(h1, 2), m3),
+                            vandq_u8(vshrq_n_u8(h0, 4), m3),
+                            vandq_u8(vshrq_n_u8(h1, 4), m3),
+                            vshrq_n_u8(h0, 6),
+                            vshrq_n_u8(h1, 6)};
+  // vsli keeps lo's low 4 bits under hi << 4.
+  for (int j = 0; j < 8; ++j) w[j] = vsubq_s8(vreinterpretq_s8_u8(vsliq_n_u8(lo[j], hi[j], 4)), vdupq_n_s8(32));
+}
+
+template <bool kNibbles, bool kSix = false>
 PARALLM_INLINE void LoadCodes(const uint8_t* pb, int8x16_t* w) {
-  if constexpr (kNibbles) {
+  if constexpr (kSix) {
+    LoadSixBitCodes(pb, w);
+  } else if constexpr (kNibbles) {
     const uint8x16_t m = vdupq_n_u8(0x0F);
     for (int j = 0; j < 4; ++j) {
       const uint8x16_t v = vld1q_u8(pb + 16 * j);
@@ -174,10 +265,14 @@ PARALLM_INLINE int32x4_t DotChain(int32x4_t acc, const int8x16_t* w, int8x16_t x
   return acc;
 }
 
-// Tokens [t0, t0 + T) against all nb blocks of one group's panel; out[t * 4 + lane].
+// Tokens [t0, t0 + T) against all nb blocks of one group's panel (its blocks; `headers`: its headers, the K-quants);
+// out[t * 4 + lane].
 template <int T, int kSubs, bool kBias, bool kNibbles, Param kParam>
-void Tile(const uint8_t* panel, int64_t stride, int64_t nb, const QuantizedActs& a, int64_t t0, float* out) {
-  constexpr int kCodeBytes = kNibbles ? 64 : 128;
+void Tile(const uint8_t* panel, const uint8_t* headers, int64_t stride, int64_t nb, const QuantizedActs& a, int64_t t0,
+          float* out) {
+  constexpr bool kSix = kParam == Param::kQ6K;
+  constexpr int kCodeBytes = Layout{kNibbles, 0, 1, kParam, kSix}.CodeBytes();
+  constexpr int kHeaderBytes = Layout{kNibbles, 0, 1, kParam, kSix}.HeaderBytes();
   float32x4_t f[T];
   const int8_t* xq[T];
   const float* dx[T];
@@ -194,8 +289,13 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nb, const QuantizedActs&
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* pb = panel + b * stride;
     const uint8_t* params = pb + kCodeBytes;
+    const uint8_t* header = headers + (b >> 3) * kHeaderBytes;
     int8x16_t w[8];
-    LoadCodes<kNibbles>(pb, w);
+    LoadCodes<kNibbles, kSix>(pb, w);
+    float32x4_t scale[kSubs], bias = vdupq_n_f32(0.0f);
+#pragma GCC unroll 2
+    for (int s = 0; s < kSubs; ++s) scale[s] = LoadParams<kParam>(params, s, header);
+    if constexpr (kBias) bias = LoadParams<kParam>(params, 1, header);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const int8x16_t x0 = vld1q_s8(xq[t] + b * 32), x1 = vld1q_s8(xq[t] + b * 32 + 16);
@@ -214,8 +314,8 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nb, const QuantizedActs&
       }
 #pragma GCC unroll 2
       for (int s = 0; s < kSubs; ++s)
-        f[t] = vfmaq_f32(f[t], vcvtq_f32_s32(ia[s]), vmulq_n_f32(LoadParams<kParam>(params, s), dx[t][b]));
-      if constexpr (kBias) f[t] = vfmaq_f32(f[t], LoadParams<kParam>(params, 1), vdupq_n_f32(ds[t][b]));
+        f[t] = vfmaq_f32(f[t], vcvtq_f32_s32(ia[s]), vmulq_n_f32(scale[s], dx[t][b]));
+      if constexpr (kBias) f[t] = vfmaq_f32(f[t], bias, vdupq_n_f32(ds[t][b]));
     }
   }
 #pragma GCC unroll 8
@@ -223,54 +323,92 @@ void Tile(const uint8_t* panel, int64_t stride, int64_t nb, const QuantizedActs&
 }
 
 template <int kSubs, bool kBias, bool kNibbles, Param kParam, int... Ts>
-void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, int64_t stride, int64_t nb,
-                 const QuantizedActs& a, int64_t t0, float* out) {
-  using Fn = void (*)(const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, float*);
+void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, const uint8_t* headers,
+                 int64_t stride, int64_t nb, const QuantizedActs& a, int64_t t0, float* out) {
+  using Fn = void (*)(const uint8_t*, const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, float*);
   static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kNibbles, kParam>...};
-  kTiles[tt - 1](panel, stride, nb, a, t0, out);
+  kTiles[tt - 1](panel, headers, stride, nb, a, t0, out);
 }
 
 template <int kSubs, bool kBias, bool kNibbles, Param kParam = Param::kF32>
-void RunTile(int tt, const uint8_t* panel, int64_t stride, int64_t nb, const QuantizedActs& a, int64_t t0,
-             float* out) {
-  RunTileImpl<kSubs, kBias, kNibbles, kParam>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, stride, nb, a,
-                                              t0, out);
+void RunTile(int tt, const uint8_t* panel, const uint8_t* headers, int64_t stride, int64_t nb, const QuantizedActs& a,
+             int64_t t0, float* out) {
+  RunTileImpl<kSubs, kBias, kNibbles, kParam>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, headers, stride,
+                                              nb, a, t0, out);
 }
 
 // RunTile for a format with one scale a block, by how its parameters are stored.
 template <bool kBias, bool kNibbles>
-void RunTileP(Param param, int tt, const uint8_t* panel, int64_t stride, int64_t nb, const QuantizedActs& a,
-              int64_t t0, float* out) {
+void RunTileP(Param param, int tt, const uint8_t* panel, const uint8_t* headers, int64_t stride, int64_t nb,
+              const QuantizedActs& a, int64_t t0, float* out) {
   switch (param) {
     case Param::kF16:
-      return RunTile<1, kBias, kNibbles, Param::kF16>(tt, panel, stride, nb, a, t0, out);
+      return RunTile<1, kBias, kNibbles, Param::kF16>(tt, panel, headers, stride, nb, a, t0, out);
     case Param::kBF16:
-      return RunTile<1, kBias, kNibbles, Param::kBF16>(tt, panel, stride, nb, a, t0, out);
+      return RunTile<1, kBias, kNibbles, Param::kBF16>(tt, panel, headers, stride, nb, a, t0, out);
     case Param::kF32:
-      return RunTile<1, kBias, kNibbles, Param::kF32>(tt, panel, stride, nb, a, t0, out);
+      return RunTile<1, kBias, kNibbles, Param::kF32>(tt, panel, headers, stride, nb, a, t0, out);
+    case Param::kQ4K:  // Q4_K only: a bias, nibble codes
+      if constexpr (kBias && kNibbles) {
+        return RunTile<1, true, true, Param::kQ4K>(tt, panel, headers, stride, nb, a, t0, out);
+      }
+      break;
+    case Param::kQ6K:
+      break;
+  }
+  PARALLM_CHECK_MSG(false, "no NEON tile for these parameters");
+}
+
+// Q6_K's planes take ~5 operations a register to unpack, once per block and token tile: with several tiles, a group
+// is unpacked once, into byte codes and f32 parameters (`unpacked`, the layout of the panels built per call), and the
+// tiles read that.
+void UnpackSixBitGroup(const Layout& l, const uint8_t* headers, const uint8_t* blocks, int64_t nb,
+                       const Layout& unpacked, uint8_t* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = blocks + b * l.Stride();
+    uint8_t* ob = out + b * unpacked.Stride();
+    int8x16_t w[8];
+    LoadSixBitCodes(pb, w);
+    for (int j = 0; j < 8; ++j) vst1q_s8(reinterpret_cast<int8_t*>(ob) + 16 * j, w[j]);
+    for (int v = 0; v < 2; ++v)
+      vst1q_f32(reinterpret_cast<float*>(ob + unpacked.CodeBytes()) + 4 * v,
+                LoadParams<Param::kQ6K>(pb + l.CodeBytes(), v, headers + (b >> 3) * l.HeaderBytes()));
   }
 }
 
-// Tokens [tb0, tb0 + nt) of the group at r0 (nrows valid rows) against its panel, written into args.y.
+// Tokens [tb0, tb0 + nt) of the group at r0 (nrows valid rows) against its panel (laid out as l), written into
+// args.y. `scratch`: room for one group's panel with byte codes and f32 parameters.
 void GroupTokens(const QuantArgs& args, const Layout& l, const uint8_t* panel, int64_t r0, int nrows, int64_t tb0,
-                 int64_t nt) {
+                 int64_t nt, uint8_t* scratch) {
   const QuantizedActs& a = *args.acts;
-  const int64_t stride = l.Stride();
+  Layout use = l;
+  const uint8_t* headers = panel;
+  const uint8_t* blocks = panel + l.HeadersBytes(*args.w);
+  if (l.six && nt > kTokTile) {
+    use = LayoutOf(*args.w, args.fmt, false);
+    UnpackSixBitGroup(l, headers, blocks, a.nb, use, scratch);
+    headers = blocks = scratch;
+  }
+  const int64_t stride = use.Stride();
   alignas(16) float out[kTokTile * kRows];
   for (int64_t t0 = tb0; t0 < tb0 + nt; t0 += kTokTile) {
     const int tt = static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0));
     if (args.fmt == QFormat::kQ6_K) {
-      RunTile<2, false, false>(tt, panel, stride, a.nb, a, t0, out);
-    } else if (HasBias(args.fmt)) {
-      if (l.nibbles) {
-        RunTileP<true, true>(l.param, tt, panel, stride, a.nb, a, t0, out);
+      if (use.six) {
+        RunTile<2, false, false, Param::kQ6K>(tt, blocks, headers, stride, a.nb, a, t0, out);
       } else {
-        RunTileP<true, false>(l.param, tt, panel, stride, a.nb, a, t0, out);
+        RunTile<2, false, false>(tt, blocks, headers, stride, a.nb, a, t0, out);
       }
-    } else if (l.nibbles) {
-      RunTileP<false, true>(l.param, tt, panel, stride, a.nb, a, t0, out);
+    } else if (HasBias(args.fmt)) {
+      if (use.nibbles) {
+        RunTileP<true, true>(use.param, tt, blocks, headers, stride, a.nb, a, t0, out);
+      } else {
+        RunTileP<true, false>(use.param, tt, blocks, headers, stride, a.nb, a, t0, out);
+      }
+    } else if (use.nibbles) {
+      RunTileP<false, true>(use.param, tt, blocks, headers, stride, a.nb, a, t0, out);
     } else {
-      RunTileP<false, false>(l.param, tt, panel, stride, a.nb, a, t0, out);
+      RunTileP<false, false>(use.param, tt, blocks, headers, stride, a.nb, a, t0, out);
     }
     for (int t = 0; t < tt; ++t)
       std::memcpy(args.y + (t0 + t) * args.y_stride + r0, out + 4 * t, static_cast<size_t>(nrows) * sizeof(float));
@@ -279,42 +417,43 @@ void GroupTokens(const QuantArgs& args, const Layout& l, const uint8_t* panel, i
 
 // Loop nest: token block (kTokBlock) > row group (its panel in L1) > token tile (registers) > blocks.
 template <typename PanelOf>
-void RowsOverPanels(const QuantArgs& args, int64_t row_begin, int64_t row_end, PanelOf panel_of) {
-  const Layout l = LayoutOf(*args.w, args.fmt);
+void RowsOverPanels(const QuantArgs& args, const Layout& l, int64_t row_begin, int64_t row_end, uint8_t* scratch,
+                    PanelOf panel_of) {
   const int64_t n_tokens = args.acts->n_tokens;
   for (int64_t tb0 = 0; tb0 < n_tokens; tb0 += kTokBlock) {
     const int64_t nt = std::min<int64_t>(kTokBlock, n_tokens - tb0);
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
       const int nrows = static_cast<int>(std::min<int64_t>(kRows, row_end - r0));
-      GroupTokens(args, l, panel_of(l, r0), r0, nrows, tb0, nt);
+      GroupTokens(args, l, panel_of(r0), r0, nrows, tb0, nt, scratch);
     }
   }
 }
 
-void QuantRowsPacked(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* /*scratch*/) {
-  RowsOverPanels(args, row_begin, row_end, [&](const Layout& l, int64_t r0) {
-    return args.w->packed + (r0 / kRows) * l.GroupBytes(*args.w);
-  });
+void QuantRowsPacked(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  const Layout l = LayoutOf(*args.w, args.fmt, true);
+  RowsOverPanels(args, l, row_begin, row_end, scratch,
+                 [&](int64_t r0) { return args.w->packed + (r0 / kRows) * l.GroupBytes(*args.w); });
 }
 
 // Not repacked: each group's panel is built in the scratch, once per token block.
 void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
-  RowsOverPanels(args, row_begin, row_end, [&](const Layout& l, int64_t r0) {
+  const Layout l = LayoutOf(*args.w, args.fmt, false);
+  RowsOverPanels(args, l, row_begin, row_end, scratch, [&](int64_t r0) {
     PackGroup(*args.w, args.fmt, l, r0, scratch);
     return static_cast<const uint8_t*>(scratch);
   });
 }
 
 size_t ScratchBytes(int64_t /*n_tokens*/, int64_t cols) { return static_cast<size_t>(cols / 32 * kMaxStride + 64); }
-int CodeOffset(const MatrixView& w, QFormat fmt) { return LayoutOf(w, fmt).offset; }
+int CodeOffset(const MatrixView& w, QFormat fmt) { return LayoutOf(w, fmt, true).offset; }
 
 size_t PackedBytes(const MatrixView& w, QFormat fmt) {
   const int64_t groups = (w.rows + kRows - 1) / kRows;
-  return static_cast<size_t>(groups * LayoutOf(w, fmt).GroupBytes(w));
+  return static_cast<size_t>(groups * LayoutOf(w, fmt, true).GroupBytes(w));
 }
 
 void Pack(const MatrixView& w, QFormat fmt, uint8_t* out) {
-  const Layout l = LayoutOf(w, fmt);
+  const Layout l = LayoutOf(w, fmt, true);
   for (int64_t r0 = 0; r0 < w.rows; r0 += kRows) PackGroup(w, fmt, l, r0, out + r0 / kRows * l.GroupBytes(w));
 }
 

@@ -33,9 +33,9 @@ inline int ParamBytes(ParamKind k) {
   return k == ParamKind::kF32 ? 64 : k == ParamKind::kQ4K || k == ParamKind::kQ6K ? 16 : HasHeaders(k) ? 0 : 32;
 }
 
-// Headers: one per 2^shift blocks (the K-quants: 8, a super-block; the per-group kinds: an MLX group): 16 lanes of f16 d
-// then 16 of f16 dmin (kQ4K), 16 lanes of f16 d (kQ6K), or 16 lanes of the 16-bit scale then 16 of the bias. A row
-// group's headers come first, then its blocks: group g at packed + g * (header_bytes + nb * stride).
+// Headers: one per 2^shift blocks (the K-quants: 8, a super-block; the per-group kinds: an MLX group): 16 lanes of
+// f16 d then 16 of f16 dmin (kQ4K), 16 lanes of f16 d (kQ6K), or 16 lanes of the 16-bit scale then 16 of the bias. A
+// row group's headers come first, then its blocks: group g at packed + g * (header_bytes + nb * stride).
 constexpr int HeaderBytesOf(ParamKind k) { return k == ParamKind::kQ6K ? 32 : HasHeaders(k) ? 64 : 0; }
 constexpr int kKQuantHeaderShift = 3;
 inline int64_t GroupHeaderBytes(ParamKind k, int64_t nb, int shift) { return (nb >> shift) * HeaderBytesOf(k); }
@@ -190,7 +190,9 @@ struct PackedRows {
     if (code_bytes == 384) {
       UnpackSixBitCodes(p, reg);
     } else {
-      for (int k = 0; k < 8; ++k) reg[k] = code_bytes == 512 ? PackedCodes<false, false>(p, k) : PackedCodes<true, false>(p, k);
+      for (int k = 0; k < 8; ++k) {
+        reg[k] = code_bytes == 512 ? PackedCodes<false, false>(p, k) : PackedCodes<true, false>(p, k);
+      }
     }
     for (int k = 0; k < 8; ++k) reg[k] = _mm512_sub_epi8(reg[k], off);
   }

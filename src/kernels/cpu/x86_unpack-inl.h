@@ -197,7 +197,7 @@ inline int MlxGroupShift(const MatrixView& w) {
 
 // Q4_K's parameters in the packed copies, for a row group of kR rows (rows[i]: row i, a ragged group repeating its
 // last row as the panels do): per super-block a header of kR f16 d then kR f16 dmin (4 * kR bytes), per block kR
-// sub-block scales then kR mins as bytes (ggml's get_scale_min_k4), written at headers and at blocks + code_bytes +
+// sub-block scales then kR mins as bytes (ScaleMinK4), written at headers and at blocks + code_bytes +
 // b * pstride. The kernels form d * scale and -(dmin * min) from them with the f32 operations their BuildParams uses.
 template <int kR>
 void PackQ4KParams(const uint8_t* const* rows, int64_t nb, int64_t pstride, int code_bytes, uint8_t* headers,
@@ -208,16 +208,12 @@ void PackQ4KParams(const uint8_t* const* rows, int64_t nb, int64_t pstride, int 
       const auto* blk = reinterpret_cast<const BlockQ4_K*>(rows[i]) + sb;
       h[i] = blk->d;
       h[kR + i] = blk->dmin;
-      const uint8_t* q = blk->scales;
       for (int j = 0; j < 8; ++j) {
         uint8_t* p = blocks + (sb * 8 + j) * pstride + code_bytes;
-        if (j < 4) {
-          p[i] = q[j] & 63;
-          p[kR + i] = q[j + 4] & 63;
-        } else {
-          p[i] = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-          p[kR + i] = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-        }
+        int sc, m;
+        ScaleMinK4(j, blk->scales, &sc, &m);
+        p[i] = static_cast<uint8_t>(sc);
+        p[kR + i] = static_cast<uint8_t>(m);
       }
     }
   }

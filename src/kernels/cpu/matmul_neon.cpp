@@ -12,7 +12,8 @@
 // per byte (low nibble: register j, high nibble: register j + 4); Q4_0's are q, code offset 8.
 //
 // The copy made at load keeps each format's own parameter fields, so it is about the file's size: the 16-bit scales
-// and biases of Q8_0, Q4_0 and MLX as those values (exact both ways); Q4_K's 6-bit sub-block scales and mins as bytes
+// of Q8_0 and Q4_0 as those values (exact both ways), MLX's 16-bit scales and biases likewise, once per group of
+// columns, in a header; Q4_K's 6-bit sub-block scales and mins as bytes
 // in the block and each super-block's f16 d and dmin once, in a header; Q6_K's codes + 32 as a 4-bit and a 2-bit
 // plane, its int8 half-block scales in the block and f16 d in a header. The kernel forms d * scale (and -(dmin *
 // min)) with BlockParamsRow's f32 operations. Panels built per call (matrices not repacked) and Q6_K's groups unpacked
@@ -43,26 +44,32 @@ constexpr int kTokBlock = 64;     // tokens per pass over a group (their activat
 
 #define PARALLM_INLINE inline __attribute__((always_inline))
 
-// How a block's parameters are stored: as f32, as the f16 or bf16 values they were converted from, or as a K-quant's
-// fields (kQ4K: 4 scale bytes then 4 min bytes a block, f16 d then f16 dmin in the header; kQ6K: two vectors of 4
-// int8 scales a block, f16 d in the header).
-enum class Param : int { kF32, kF16, kBF16, kQ4K, kQ6K };
+// How a block's parameters are stored: as f32, as the f16 or bf16 values they were converted from (the per-group
+// kinds: MLX's scale and bias, 4 rows' each, in the header of their group of columns), or as a K-quant's fields (kQ4K:
+// 4 scale bytes then 4 min bytes a block, f16 d then f16 dmin in the header; kQ6K: two vectors of 4 int8 scales a
+// block, f16 d in the header).
+enum class Param : int { kF32, kF16, kBF16, kQ4K, kQ6K, kF16PerGroup, kBF16PerGroup };
 
-// How a format's blocks are stored in a panel: a group's headers (the K-quants: one per super-block of 8 blocks),
-// then its blocks.
+constexpr bool PerGroup(Param p) { return p == Param::kF16PerGroup || p == Param::kBF16PerGroup; }
+
+// How a format's blocks are stored in a panel: a group's headers (one per 2^header_shift blocks: a K-quant's
+// super-block, an MLX group of columns), then its blocks.
 struct Layout {
   bool nibbles = false;  // 4-bit codes, two per byte
   int offset = 0;        // stored code = the format's code + offset (corr undoes it)
   int params = 1;        // vectors after the codes: scale, then bias (Q4_K, MLX) or the second scale (Q6_K)
   Param param = Param::kF32;
   bool six = false;      // Q6_K's codes + 32 as a 4-bit plane (as nibbles) and a 2-bit plane
+  int header_shift = 3;
   constexpr int CodeBytes() const { return six ? 96 : nibbles ? 64 : 128; }
   constexpr int ParamBytes() const {  // a vector: 4 rows' values
-    return param == Param::kF32 ? 16 : param == Param::kQ4K || param == Param::kQ6K ? 4 : 8;
+    return param == Param::kF32 ? 16 : param == Param::kQ4K || param == Param::kQ6K ? 4 : PerGroup(param) ? 0 : 8;
   }
   constexpr int64_t Stride() const { return CodeBytes() + ParamBytes() * params; }
-  constexpr int HeaderBytes() const { return param == Param::kQ4K ? 16 : param == Param::kQ6K ? 8 : 0; }
-  int64_t HeadersBytes(const MatrixView& w) const { return w.cols / 256 * HeaderBytes(); }
+  constexpr int HeaderBytes() const {
+    return param == Param::kQ4K || PerGroup(param) ? 16 : param == Param::kQ6K ? 8 : 0;
+  }
+  int64_t HeadersBytes(const MatrixView& w) const { return (w.cols / 32 >> header_shift) * HeaderBytes(); }
   // A group's panel: its headers, then all of a row's 32-column blocks.
   int64_t GroupBytes(const MatrixView& w) const { return HeadersBytes(w) + w.cols / 32 * Stride(); }
 };
@@ -93,7 +100,10 @@ Layout LayoutOf(const MatrixView& w, QFormat fmt, bool compact) {
     case QFormat::kMlx:
       l.nibbles = w.mlx.bits <= 4;
       l.offset = w.mlx.bits == 8 ? -128 : 0;
-      l.param = w.dtype == DType::kF16 ? Param::kF16 : w.dtype == DType::kBF16 ? Param::kBF16 : Param::kF32;
+      l.param = w.dtype == DType::kF16    ? Param::kF16PerGroup
+                : w.dtype == DType::kBF16 ? Param::kBF16PerGroup
+                                          : Param::kF32;
+      l.header_shift = w.mlx.group_size == 32 ? 0 : w.mlx.group_size == 64 ? 1 : 2;
       break;
   }
   if (!compact) {
@@ -105,7 +115,7 @@ Layout LayoutOf(const MatrixView& w, QFormat fmt, bool compact) {
 
 // A parameter stored as the 16-bit value it came from (F16ToF32 and BF16ToF32 of it give the f32 back).
 uint16_t ParamBits(Param p, float f) {
-  return p == Param::kF16 ? F32ToF16(f) : static_cast<uint16_t>(BitsFromF32(f) >> 16);
+  return p == Param::kF16 || p == Param::kF16PerGroup ? F32ToF16(f) : static_cast<uint16_t>(BitsFromF32(f) >> 16);
 }
 
 // A K-quant's parameter fields for block b of the 4 rows (rows[i]: row index) at p (the block's parameters) and
@@ -167,13 +177,15 @@ void PackGroup(const MatrixView& w, QFormat fmt, const Layout& l, int64_t r0, ui
           if (l.six) pb[64 + 16 * (j % 2) + 4 * i + k] |= static_cast<uint8_t>((c >> 4) << (2 * (j / 2)));
         }
     if (l.param == Param::kQ4K || l.param == Param::kQ6K) {
-      PackKQuantParams(w, l.param, rows, b, pb + l.CodeBytes(), headers + b / 8 * l.HeaderBytes());
+      PackKQuantParams(w, l.param, rows, b, pb + l.CodeBytes(), headers + (b >> l.header_shift) * l.HeaderBytes());
       continue;
     }
+    // The per-group kinds: each block of a group has the same values; the header holds them once.
+    uint8_t* to = PerGroup(l.param) ? headers + (b >> l.header_shift) * l.HeaderBytes() : pb + l.CodeBytes();
     for (int v = 0; v < l.params; ++v)
       for (int i = 0; i < kRows; ++i) {
         const float f = params[static_cast<size_t>(i * 2 * nb + v * nb + b)];
-        uint8_t* p = pb + l.CodeBytes() + v * l.ParamBytes();
+        uint8_t* p = to + v * (PerGroup(l.param) ? 8 : l.ParamBytes());
         if (l.param == Param::kF32) {
           std::memcpy(p + 4 * i, &f, 4);
         } else {
@@ -201,6 +213,10 @@ template <Param kParam>
 PARALLM_INLINE float32x4_t LoadParams(const uint8_t* p, int v, const uint8_t* header = nullptr) {
   if constexpr (kParam == Param::kF32) {
     return vld1q_f32(reinterpret_cast<const float*>(p) + 4 * v);
+  } else if constexpr (PerGroup(kParam)) {
+    const uint16x4_t h = vld1_u16(reinterpret_cast<const uint16_t*>(header) + 4 * v);
+    if constexpr (kParam == Param::kF16PerGroup) return vcvt_f32_f16(vreinterpret_f16_u16(h));
+    return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
   } else if constexpr (kParam == Param::kQ4K || kParam == Param::kQ6K) {
     const uint16x4_t h = vld1_u16(reinterpret_cast<const uint16_t*>(header) + (kParam == Param::kQ4K ? 4 * v : 0));
     const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u16(h));
@@ -268,8 +284,8 @@ PARALLM_INLINE int32x4_t DotChain(int32x4_t acc, const int8x16_t* w, int8x16_t x
 // Tokens [t0, t0 + T) against all nb blocks of one group's panel (its blocks; `headers`: its headers, the K-quants);
 // out[t * 4 + lane].
 template <int T, int kSubs, bool kBias, bool kNibbles, Param kParam>
-void Tile(const uint8_t* panel, const uint8_t* headers, int64_t stride, int64_t nb, const QuantizedActs& a, int64_t t0,
-          float* out) {
+void Tile(const uint8_t* panel, const uint8_t* headers, int header_shift, int64_t stride, int64_t nb,
+          const QuantizedActs& a, int64_t t0, float* out) {
   constexpr bool kSix = kParam == Param::kQ6K;
   constexpr int kCodeBytes = Layout{kNibbles, 0, 1, kParam, kSix}.CodeBytes();
   constexpr int kHeaderBytes = Layout{kNibbles, 0, 1, kParam, kSix}.HeaderBytes();
@@ -289,7 +305,7 @@ void Tile(const uint8_t* panel, const uint8_t* headers, int64_t stride, int64_t 
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* pb = panel + b * stride;
     const uint8_t* params = pb + kCodeBytes;
-    const uint8_t* header = headers + (b >> 3) * kHeaderBytes;
+    const uint8_t* header = headers + (b >> header_shift) * kHeaderBytes;
     int8x16_t w[8];
     LoadCodes<kNibbles, kSix>(pb, w);
     float32x4_t scale[kSubs], bias = vdupq_n_f32(0.0f);
@@ -323,34 +339,44 @@ void Tile(const uint8_t* panel, const uint8_t* headers, int64_t stride, int64_t 
 }
 
 template <int kSubs, bool kBias, bool kNibbles, Param kParam, int... Ts>
-void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, const uint8_t* headers,
+void RunTileImpl(int tt, std::integer_sequence<int, Ts...>, const uint8_t* panel, const uint8_t* headers, int shift,
                  int64_t stride, int64_t nb, const QuantizedActs& a, int64_t t0, float* out) {
-  using Fn = void (*)(const uint8_t*, const uint8_t*, int64_t, int64_t, const QuantizedActs&, int64_t, float*);
+  using Fn = void (*)(const uint8_t*, const uint8_t*, int, int64_t, int64_t, const QuantizedActs&, int64_t, float*);
   static constexpr Fn kTiles[] = {&Tile<Ts + 1, kSubs, kBias, kNibbles, kParam>...};
-  kTiles[tt - 1](panel, headers, stride, nb, a, t0, out);
+  kTiles[tt - 1](panel, headers, shift, stride, nb, a, t0, out);
 }
 
 template <int kSubs, bool kBias, bool kNibbles, Param kParam = Param::kF32>
-void RunTile(int tt, const uint8_t* panel, const uint8_t* headers, int64_t stride, int64_t nb, const QuantizedActs& a,
-             int64_t t0, float* out) {
-  RunTileImpl<kSubs, kBias, kNibbles, kParam>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, headers, stride,
-                                              nb, a, t0, out);
+void RunTile(int tt, const uint8_t* panel, const uint8_t* headers, int shift, int64_t stride, int64_t nb,
+             const QuantizedActs& a, int64_t t0, float* out) {
+  RunTileImpl<kSubs, kBias, kNibbles, kParam>(tt, std::make_integer_sequence<int, kTokTile>{}, panel, headers, shift,
+                                              stride, nb, a, t0, out);
 }
 
 // RunTile for a format with one scale a block, by how its parameters are stored.
 template <bool kBias, bool kNibbles>
-void RunTileP(Param param, int tt, const uint8_t* panel, const uint8_t* headers, int64_t stride, int64_t nb,
-              const QuantizedActs& a, int64_t t0, float* out) {
+void RunTileP(Param param, int tt, const uint8_t* panel, const uint8_t* headers, int shift, int64_t stride,
+              int64_t nb, const QuantizedActs& a, int64_t t0, float* out) {
   switch (param) {
     case Param::kF16:
-      return RunTile<1, kBias, kNibbles, Param::kF16>(tt, panel, headers, stride, nb, a, t0, out);
+      return RunTile<1, kBias, kNibbles, Param::kF16>(tt, panel, headers, shift, stride, nb, a, t0, out);
     case Param::kBF16:
-      return RunTile<1, kBias, kNibbles, Param::kBF16>(tt, panel, headers, stride, nb, a, t0, out);
+      return RunTile<1, kBias, kNibbles, Param::kBF16>(tt, panel, headers, shift, stride, nb, a, t0, out);
     case Param::kF32:
-      return RunTile<1, kBias, kNibbles, Param::kF32>(tt, panel, headers, stride, nb, a, t0, out);
+      return RunTile<1, kBias, kNibbles, Param::kF32>(tt, panel, headers, shift, stride, nb, a, t0, out);
     case Param::kQ4K:  // Q4_K only: a bias, nibble codes
       if constexpr (kBias && kNibbles) {
-        return RunTile<1, true, true, Param::kQ4K>(tt, panel, headers, stride, nb, a, t0, out);
+        return RunTile<1, true, true, Param::kQ4K>(tt, panel, headers, shift, stride, nb, a, t0, out);
+      }
+      break;
+    case Param::kF16PerGroup:  // MLX only: a bias
+      if constexpr (kBias) {
+        return RunTile<1, true, kNibbles, Param::kF16PerGroup>(tt, panel, headers, shift, stride, nb, a, t0, out);
+      }
+      break;
+    case Param::kBF16PerGroup:
+      if constexpr (kBias) {
+        return RunTile<1, true, kNibbles, Param::kBF16PerGroup>(tt, panel, headers, shift, stride, nb, a, t0, out);
       }
       break;
     case Param::kQ6K:
@@ -395,20 +421,20 @@ void GroupTokens(const QuantArgs& args, const Layout& l, const uint8_t* panel, i
     const int tt = static_cast<int>(std::min<int64_t>(kTokTile, tb0 + nt - t0));
     if (args.fmt == QFormat::kQ6_K) {
       if (use.six) {
-        RunTile<2, false, false, Param::kQ6K>(tt, blocks, headers, stride, a.nb, a, t0, out);
+        RunTile<2, false, false, Param::kQ6K>(tt, blocks, headers, use.header_shift, stride, a.nb, a, t0, out);
       } else {
-        RunTile<2, false, false>(tt, blocks, headers, stride, a.nb, a, t0, out);
+        RunTile<2, false, false>(tt, blocks, headers, use.header_shift, stride, a.nb, a, t0, out);
       }
     } else if (HasBias(args.fmt)) {
       if (use.nibbles) {
-        RunTileP<true, true>(use.param, tt, blocks, headers, stride, a.nb, a, t0, out);
+        RunTileP<true, true>(use.param, tt, blocks, headers, use.header_shift, stride, a.nb, a, t0, out);
       } else {
-        RunTileP<true, false>(use.param, tt, blocks, headers, stride, a.nb, a, t0, out);
+        RunTileP<true, false>(use.param, tt, blocks, headers, use.header_shift, stride, a.nb, a, t0, out);
       }
     } else if (use.nibbles) {
-      RunTileP<false, true>(use.param, tt, blocks, headers, stride, a.nb, a, t0, out);
+      RunTileP<false, true>(use.param, tt, blocks, headers, use.header_shift, stride, a.nb, a, t0, out);
     } else {
-      RunTileP<false, false>(use.param, tt, blocks, headers, stride, a.nb, a, t0, out);
+      RunTileP<false, false>(use.param, tt, blocks, headers, use.header_shift, stride, a.nb, a, t0, out);
     }
     for (int t = 0; t < tt; ++t)
       std::memcpy(args.y + (t0 + t) * args.y_stride + r0, out + 4 * t, static_cast<size_t>(nrows) * sizeof(float));

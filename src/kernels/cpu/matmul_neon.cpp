@@ -11,13 +11,13 @@
 // 8-bit MLX q - 128 (code offset -128). 4-bit codes (Q4_0, Q4_K, MLX up to 4 bits) are stored as 0..15, two
 // per byte (low nibble: register j, high nibble: register j + 4); Q4_0's are q, code offset 8.
 //
-// The copy made at load keeps each format's own parameter fields, so it is about the file's size: the 16-bit scales
-// of Q8_0 and Q4_0 as those values (exact both ways), MLX's 16-bit scales and biases likewise, once per group of
-// columns, in a header; Q4_K's 6-bit sub-block scales and mins as bytes
-// in the block and each super-block's f16 d and dmin once, in a header; Q6_K's codes + 32 as a 4-bit and a 2-bit
-// plane, its int8 half-block scales in the block and f16 d in a header. The kernel forms d * scale (and -(dmin *
-// min)) with BlockParamsRow's f32 operations. Panels built per call (matrices not repacked) and Q6_K's groups unpacked
-// for a batch of several token tiles hold byte codes and f32 parameters.
+// The copy made at load keeps each format's own parameter fields, so it is about the file's size: Q8_0's and Q4_0's
+// f16 scales as those values (exact both ways); MLX's 16-bit scales and biases likewise, once per group of columns, in
+// a header; Q4_K's 6-bit sub-block scales and mins as bytes in the block and each super-block's f16 d and dmin once,
+// in a header; Q6_K's codes + 32 as a 4-bit and a 2-bit plane, its int8 half-block scales in the block and f16 d in a
+// header. The kernel forms d * scale (and -(dmin * min)) with BlockParamsRow's f32 operations. Panels built per call
+// (matrices not repacked), and Q6_K's groups unpacked for a batch of several token tiles, hold byte codes and f32
+// parameters.
 #include <arm_neon.h>
 
 #include <algorithm>
@@ -44,11 +44,11 @@ constexpr int kTokBlock = 64;     // tokens per pass over a group (their activat
 
 #define PARALLM_INLINE inline __attribute__((always_inline))
 
-// How a block's parameters are stored: as f32, as the f16 or bf16 values they were converted from (the per-group
-// kinds: MLX's scale and bias, 4 rows' each, in the header of their group of columns), or as a K-quant's fields (kQ4K:
-// 4 scale bytes then 4 min bytes a block, f16 d then f16 dmin in the header; kQ6K: two vectors of 4 int8 scales a
-// block, f16 d in the header).
-enum class Param : int { kF32, kF16, kBF16, kQ4K, kQ6K, kF16PerGroup, kBF16PerGroup };
+// How a block's parameters are stored: as f32, as the f16 values they were converted from (kF16; the per-group kinds:
+// MLX's f16 or bf16 scale and bias, 4 rows' each, in the header of their group of columns), or as a K-quant's fields
+// (kQ4K: 4 scale bytes then 4 min bytes a block, f16 d then f16 dmin in the header; kQ6K: two vectors of 4 int8
+// scales a block, f16 d in the header).
+enum class Param : int { kF32, kF16, kQ4K, kQ6K, kF16PerGroup, kBF16PerGroup };
 
 constexpr bool PerGroup(Param p) { return p == Param::kF16PerGroup || p == Param::kBF16PerGroup; }
 
@@ -60,7 +60,7 @@ struct Layout {
   int params = 1;        // vectors after the codes: scale, then bias (Q4_K, MLX) or the second scale (Q6_K)
   Param param = Param::kF32;
   bool six = false;      // Q6_K's codes + 32 as a 4-bit plane (as nibbles) and a 2-bit plane
-  int header_shift = 3;
+  int header_shift = 3;  // log2 of the blocks a header serves (3: a K-quant's super-block)
   constexpr int CodeBytes() const { return six ? 96 : nibbles ? 64 : 128; }
   constexpr int ParamBytes() const {  // a vector: 4 rows' values
     return param == Param::kF32 ? 16 : param == Param::kQ4K || param == Param::kQ6K ? 4 : PerGroup(param) ? 0 : 8;
@@ -222,10 +222,8 @@ PARALLM_INLINE float32x4_t LoadParams(const uint8_t* p, int v, const uint8_t* he
     const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u16(h));
     const float32x4_t f = vmulq_f32(d, BytesToF32<kParam == Param::kQ6K>(p + 4 * v));
     return kParam == Param::kQ4K && v == 1 ? vnegq_f32(f) : f;
-  } else {
-    const uint16x4_t h = vld1_u16(reinterpret_cast<const uint16_t*>(p) + 4 * v);
-    if constexpr (kParam == Param::kF16) return vcvt_f32_f16(vreinterpret_f16_u16(h));
-    return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
+  } else {  // kF16
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p) + 4 * v)));
   }
 }
 
@@ -360,8 +358,6 @@ void RunTileP(Param param, int tt, const uint8_t* panel, const uint8_t* headers,
   switch (param) {
     case Param::kF16:
       return RunTile<1, kBias, kNibbles, Param::kF16>(tt, panel, headers, shift, stride, nb, a, t0, out);
-    case Param::kBF16:
-      return RunTile<1, kBias, kNibbles, Param::kBF16>(tt, panel, headers, shift, stride, nb, a, t0, out);
     case Param::kF32:
       return RunTile<1, kBias, kNibbles, Param::kF32>(tt, panel, headers, shift, stride, nb, a, t0, out);
     case Param::kQ4K:  // Q4_K only: a bias, nibble codes

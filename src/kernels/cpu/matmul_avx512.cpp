@@ -626,10 +626,11 @@ void QuantRows(const QuantArgs& args, int64_t row_begin, int64_t row_end, uint8_
 // The panels QuantRowsT builds per call, built once: row group g's block b at packed + (g * nb + b) * stride,
 // groups and blocks in order, so a task streams one contiguous run of bytes. Formats whose codes fit in 4
 // bits (Q4_0, Q4_K, MLX 2-4 bit) keep them nibble-packed (256 code bytes per block instead of 512), so a
-// 4-bit model reads about two thirds of an 8-bit one's bytes; parameters that came from 16-bit values (Q8_0 and
-// Q4_0 scales, MLX f16/bf16 scales and biases) are stored as those, MLX's once per group, Q4_K's as its 6-bit fields
-// and f16 super-block scales (packed_params-inl.h; a row group's headers precede its blocks). The codes and the
-// parameters' f32 values are exactly those BuildPanel makes, so results are bit-identical to the on-the-fly path.
+// 4-bit model reads about two thirds of an 8-bit one's bytes, and Q6_K's as that 4-bit plane and a 2-bit one (384);
+// parameters that came from 16-bit values (Q8_0 and Q4_0 scales, MLX f16/bf16 scales and biases) are stored as those,
+// MLX's once per group, the K-quants' as their own fields and f16 super-block scales (packed_params-inl.h; a row
+// group's headers precede its blocks). The codes and the parameters' f32 values are exactly those BuildPanel makes, so
+// results are bit-identical to the on-the-fly path.
 ParamKind PackedParams(const MatrixView& w, QFormat fmt) {
   switch (fmt) {
     case QFormat::kQ8_0:

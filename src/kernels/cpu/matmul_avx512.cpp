@@ -684,8 +684,9 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
     for (int i = 0; i < kRows; ++i) rows[i] = w.Row(r0 + std::min(i, nrows - 1));
     uint8_t* headers = out + g * (header_bytes + nb * pstride);  // as PackedGroupAt reads them
     uint8_t* blocks = headers + header_bytes;
-    if (pk == ParamKind::kQ4K) PackQ4KParams<kRows>(rows, nb, pstride, code_bytes, headers, blocks);
-    if (pk == ParamKind::kQ6K) PackQ6KParams<kRows>(rows, nb, pstride, code_bytes, headers, blocks);
+    if (pk == ParamKind::kQ4K || pk == ParamKind::kQ6K) {
+      PackKQuantParams<kRows>(fmt, rows, nb, pstride, code_bytes, headers, blocks);
+    }
     for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
       const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
       BuildPanel<U>(w, fmt, rows, r0, nrows, b0, nbc, panel);
@@ -710,7 +711,7 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
         } else {
           std::memcpy(dst, src, kCodeBytes);
         }
-        if (pk == ParamKind::kQ4K || pk == ParamKind::kQ6K) continue;  // written by PackQ4KParams, PackQ6KParams
+        if (pk == ParamKind::kQ4K || pk == ParamKind::kQ6K) continue;  // written by PackKQuantParams
         const bool per_group = HasHeaders(pk);
         if (per_group && ((b0 + b) & ((int64_t{1} << shift) - 1)) != 0) continue;  // the group's first block stored it
         uint8_t* to = per_group ? headers + ((b0 + b) >> shift) * HeaderBytesOf(pk) : dst + code_bytes;

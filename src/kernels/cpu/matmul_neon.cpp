@@ -147,6 +147,7 @@ void PackGroup(const MatrixView& w, QFormat fmt, const Layout& l, int64_t r0, ui
   const int64_t nb = w.cols / 32, stride = l.Stride();
   uint8_t* headers = out;
   out += l.HeadersBytes(w);
+  const bool fields = l.param == Param::kQ4K || l.param == Param::kQ6K;  // the K-quants' own, not f32 values
   thread_local std::vector<float> params;
   params.assign(static_cast<size_t>(nb * kRows * 2), 0.0f);
   int16_t codes[kRows][32];
@@ -154,8 +155,10 @@ void PackGroup(const MatrixView& w, QFormat fmt, const Layout& l, int64_t r0, ui
   for (int i = 0; i < kRows; ++i) {
     rows[i] = std::min(r0 + i, w.rows - 1);
     float* p = params.data() + i * 2 * nb;
-    BlockParamsRow(w, fmt, rows[i], 0, nb, p, fmt == QFormat::kQ6_K ? p + nb : nullptr,
-                   HasBias(fmt) ? p + nb : nullptr, 1);
+    if (!fields) {
+      BlockParamsRow(w, fmt, rows[i], 0, nb, p, fmt == QFormat::kQ6_K ? p + nb : nullptr,
+                     HasBias(fmt) ? p + nb : nullptr, 1);
+    }
   }
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* pb = out + b * stride;
@@ -176,7 +179,7 @@ void PackGroup(const MatrixView& w, QFormat fmt, const Layout& l, int64_t r0, ui
           // Q6_K: register j's high 2 bits at bits 2 (j / 2) of the 2-bit plane's vector j % 2.
           if (l.six) pb[64 + 16 * (j % 2) + 4 * i + k] |= static_cast<uint8_t>((c >> 4) << (2 * (j / 2)));
         }
-    if (l.param == Param::kQ4K || l.param == Param::kQ6K) {
+    if (fields) {
       PackKQuantParams(w, l.param, rows, b, pb + l.CodeBytes(), headers + (b >> l.header_shift) * l.HeaderBytes());
       continue;
     }

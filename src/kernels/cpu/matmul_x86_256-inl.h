@@ -218,7 +218,7 @@ PARALLM_INLINE __m256i Dot4(__m256i acc, __m256i w, __m256i wabs, __m256i x) {
 // they came from (the repacked copy: Q8_0 and Q4_0 scales; exact both ways), or the K-quants'
 // fields (the repacked copy; a row group's headers, one per super-block of 8 blocks, precede its blocks): Q4_K's 8
 // sub-block scales and 8 mins as bytes in the block, each super-block's 8 f16 d and 8 f16 dmin in a header
-// (PackQ4KParams); Q6_K's two int8 scales of each row's 16-column halves in the block, 8 f16 d in a header. MLX's
+// (PackKQuantParams); Q6_K's two int8 scales of each row's 16-column halves in the block, 8 f16 d in a header. MLX's
 // 16-bit scales and biases change once per group of 32, 64 or 128 columns: kept once per group, in a header of 8
 // scales and 8 biases (kF16PerGroup, kBF16PerGroup).
 enum class Params256 : int { kF32, kF16, kQ4K, kQ6K, kF16PerGroup, kBF16PerGroup };
@@ -498,7 +498,7 @@ int64_t PackedStride(const MatrixView& w, QFormat fmt) {
 // One header per 2^shift blocks: a K-quant's super-block, an MLX group (32, 64 or 128 columns: 1, 2 or 4 blocks).
 int HeaderShift(const MatrixView& w, QFormat fmt) {
   const Params256 pk = PackedParams(w, fmt);
-  if (pk == Params256::kQ4K || pk == Params256::kQ6K) return 3;
+  if (pk == Params256::kQ4K || pk == Params256::kQ6K) return kKQuantHeaderShift;
   return PerGroup(pk) ? MlxGroupShift(w) : 0;
 }
 // Bytes of one row group: its headers, then its blocks.
@@ -550,8 +550,9 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
     for (int i = 0; i < kRows; ++i) rows[i] = w.Row(r0 + std::min(i, nrows - 1));
     uint8_t* headers = out + g * group_bytes;
     uint8_t* blocks = headers + header_bytes;
-    if (pk == Params256::kQ4K) PackQ4KParams<kRows>(rows, nb, pstride, code_bytes, headers, blocks);
-    if (pk == Params256::kQ6K) PackQ6KParams<kRows>(rows, nb, pstride, code_bytes, headers, blocks);
+    if (pk == Params256::kQ4K || pk == Params256::kQ6K) {
+      PackKQuantParams<kRows>(fmt, rows, nb, pstride, code_bytes, headers, blocks);
+    }
     for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
       const int64_t nbc = std::min<int64_t>(kChunkBlocks, nb - b0);
       BuildPanel<U>(w, fmt, rows, r0, nrows, b0, nbc, panel);
@@ -577,7 +578,7 @@ void PackT(const MatrixView& w, QFormat fmt, uint8_t* out) {
         } else {
           std::memcpy(dst, src, kCodeBytes);
         }
-        if (pk == Params256::kQ4K || pk == Params256::kQ6K) continue;  // written by PackQ4KParams, PackQ6KParams
+        if (pk == Params256::kQ4K || pk == Params256::kQ6K) continue;  // written by PackKQuantParams
         if (PerGroup(pk) && ((b0 + b) & ((int64_t{1} << shift) - 1)) != 0) continue;  // the group's first block did
         uint8_t* to = PerGroup(pk) ? headers + ((b0 + b) >> shift) * HeaderBytesOf(pk) : dst + code_bytes;
         const auto* params = reinterpret_cast<const float*>(src + kCodeBytes);

@@ -37,7 +37,6 @@ inline int ParamBytes(ParamKind k) {
 // f16 d then 16 of f16 dmin (kQ4K), 16 lanes of f16 d (kQ6K), or 16 lanes of the 16-bit scale then 16 of the bias. A
 // row group's headers come first, then its blocks: group g at packed + g * (header_bytes + nb * stride).
 constexpr int HeaderBytesOf(ParamKind k) { return k == ParamKind::kQ6K ? 32 : HasHeaders(k) ? 64 : 0; }
-constexpr int kKQuantHeaderShift = 3;
 inline int64_t GroupHeaderBytes(ParamKind k, int64_t nb, int shift) { return (nb >> shift) * HeaderBytesOf(k); }
 // The packed row group g (`header_bytes`: GroupHeaderBytes): its headers and its first block.
 struct PackedGroup {

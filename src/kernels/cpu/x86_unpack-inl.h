@@ -195,45 +195,34 @@ inline int MlxGroupShift(const MatrixView& w) {
   return shift;
 }
 
-// Q4_K's parameters in the packed copies, for a row group of kR rows (rows[i]: row i, a ragged group repeating its
-// last row as the panels do): per super-block a header of kR f16 d then kR f16 dmin (4 * kR bytes), per block kR
-// sub-block scales then kR mins as bytes (ScaleMinK4), written at headers and at blocks + code_bytes +
-// b * pstride. The kernels form d * scale and -(dmin * min) from them with the f32 operations their BuildParams uses.
+// The K-quants' parameters in the packed copies, for a row group of kR rows (rows[i]: row i, a ragged group repeating
+// its last row as the panels do), per super-block of 8 blocks (kKQuantHeaderShift): a header of the kR rows' f16 d,
+// then (Q4_K) their f16 dmin; per block, at blocks + b * pstride + code_bytes, kR values then kR more: Q4_K's
+// sub-block scales then mins as bytes (ScaleMinK4), Q6_K's int8 scales of the rows' first 16 columns then of their
+// last 16. The kernels form d * scale (and -(dmin * min)) from them with the f32 operations their BuildParams uses.
+constexpr int kKQuantHeaderShift = 3;
 template <int kR>
-void PackQ4KParams(const uint8_t* const* rows, int64_t nb, int64_t pstride, int code_bytes, uint8_t* headers,
-                   uint8_t* blocks) {
+void PackKQuantParams(QFormat fmt, const uint8_t* const* rows, int64_t nb, int64_t pstride, int code_bytes,
+                      uint8_t* headers, uint8_t* blocks) {
+  const bool q4k = fmt == QFormat::kQ4_K;
   for (int64_t sb = 0; sb < nb / 8; ++sb) {
-    uint16_t* h = reinterpret_cast<uint16_t*>(headers + sb * 4 * kR);
+    uint16_t* h = reinterpret_cast<uint16_t*>(headers + sb * (q4k ? 4 : 2) * kR);
     for (int i = 0; i < kR; ++i) {
-      const auto* blk = reinterpret_cast<const BlockQ4_K*>(rows[i]) + sb;
-      h[i] = blk->d;
-      h[kR + i] = blk->dmin;
+      const BlockQ4_K* b4 = q4k ? reinterpret_cast<const BlockQ4_K*>(rows[i]) + sb : nullptr;
+      const BlockQ6_K* b6 = q4k ? nullptr : reinterpret_cast<const BlockQ6_K*>(rows[i]) + sb;
+      h[i] = q4k ? b4->d : b6->d;
+      if (q4k) h[kR + i] = b4->dmin;
       for (int j = 0; j < 8; ++j) {
         uint8_t* p = blocks + (sb * 8 + j) * pstride + code_bytes;
-        int sc, m;
-        ScaleMinK4(j, blk->scales, &sc, &m);
-        p[i] = static_cast<uint8_t>(sc);
-        p[kR + i] = static_cast<uint8_t>(m);
-      }
-    }
-  }
-}
-
-// Q6_K's parameters in the packed copies, for a row group of kR rows (rows[i] as PackQ4KParams'): per super-block a
-// header of the kR rows' f16 d (2 * kR bytes), per block kR int8 scales of the rows' first 16 columns then kR of their
-// last 16, at blocks + code_bytes + b * pstride. The kernels form d * scale as their BuildParams does.
-template <int kR>
-void PackQ6KParams(const uint8_t* const* rows, int64_t nb, int64_t pstride, int code_bytes, uint8_t* headers,
-                   uint8_t* blocks) {
-  for (int64_t sb = 0; sb < nb / 8; ++sb) {
-    uint16_t* h = reinterpret_cast<uint16_t*>(headers + sb * 2 * kR);
-    for (int i = 0; i < kR; ++i) {
-      const auto* blk = reinterpret_cast<const BlockQ6_K*>(rows[i]) + sb;
-      h[i] = blk->d;
-      for (int j = 0; j < 8; ++j) {
-        int8_t* p = reinterpret_cast<int8_t*>(blocks + (sb * 8 + j) * pstride + code_bytes);
-        p[i] = blk->scales[2 * j];
-        p[kR + i] = blk->scales[2 * j + 1];
+        int first, second;  // Q4_K: a sub-block's scale and min; Q6_K: its halves' scales
+        if (q4k) {
+          ScaleMinK4(j, b4->scales, &first, &second);
+        } else {
+          first = b6->scales[2 * j];
+          second = b6->scales[2 * j + 1];
+        }
+        p[i] = static_cast<uint8_t>(first);
+        p[kR + i] = static_cast<uint8_t>(second);
       }
     }
   }
